@@ -1,0 +1,31 @@
+"""Typed errors shared by every layer. The API layer maps them to HTTP statuses; the CLI prints them."""
+
+
+class TTSError(Exception):
+    """Base class: a message meant for the user, never a traceback."""
+
+    status = 500
+    code = "internal_error"
+
+
+class InvalidInputError(TTSError):
+    """The request itself is wrong (unknown speaker, empty text, ...)."""
+
+    status = 400
+    code = "invalid_request"
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
+class CheckpointError(TTSError):
+    """A checkpoint cannot be found, fetched or read."""
+
+    code = "checkpoint_error"
+
+
+class UnsupportedModelError(CheckpointError):
+    """The checkpoint is readable but is not a model this server can run."""
+
+    code = "unsupported_model"

@@ -1,0 +1,119 @@
+"""Choosing codes from logits, vectorised over rows that each carry their own settings.
+
+The order of operations is the official one (Hugging Face logits processors): repetition penalty,
+minimum length (EOS masked), suppression of the control range, then for sampled rows temperature,
+top-k, top-p and a draw. Greedy rows take the argmax of the processed scores.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+import torch
+
+from ..errors import InvalidInputError
+from .config import GenerationDefaults
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """Settings for one request: the talker's (codebook 0) and the sub-talker's (codebooks 1..15)."""
+
+    do_sample: bool = True
+    temperature: float = 0.9
+    top_k: int = 50
+    top_p: float = 1.0
+    repetition_penalty: float = 1.05
+    subtalker_do_sample: bool = True
+    subtalker_temperature: float = 0.9
+    subtalker_top_k: int = 50
+    subtalker_top_p: float = 1.0
+    seed: int | None = None
+
+    @classmethod
+    def from_defaults(cls, defaults: GenerationDefaults, **overrides) -> SamplingParams:
+        base = cls(
+            do_sample=defaults.do_sample,
+            temperature=defaults.temperature,
+            top_k=defaults.top_k,
+            top_p=defaults.top_p,
+            repetition_penalty=defaults.repetition_penalty,
+            subtalker_do_sample=defaults.subtalker_dosample,
+            subtalker_temperature=defaults.subtalker_temperature,
+            subtalker_top_k=defaults.subtalker_top_k,
+            subtalker_top_p=defaults.subtalker_top_p,
+        )
+        params = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        params.validate()
+        return params
+
+    def greedy(self) -> SamplingParams:
+        """Argmax for the talker and the sub-talker (the repetition penalty still applies)."""
+        return replace(self, do_sample=False, subtalker_do_sample=False)
+
+    def validate(self) -> None:
+        for name in ("temperature", "subtalker_temperature"):
+            if not getattr(self, name) > 0:
+                raise InvalidInputError(f"{name} must be > 0, got {getattr(self, name)}", param=name)
+        for name in ("top_p", "subtalker_top_p"):
+            if not 0 < getattr(self, name) <= 1:
+                raise InvalidInputError(f"{name} must be in (0, 1], got {getattr(self, name)}", param=name)
+        for name in ("top_k", "subtalker_top_k"):
+            if getattr(self, name) < 0:
+                raise InvalidInputError(f"{name} must be >= 0 (0 disables it), got {getattr(self, name)}", param=name)
+        if not self.repetition_penalty > 0:
+            raise InvalidInputError(
+                f"repetition_penalty must be > 0, got {self.repetition_penalty}", param="repetition_penalty"
+            )
+
+
+@dataclass
+class RowSampling:
+    """Settings of a batch of rows as device tensors, built once per batch composition."""
+
+    do_sample: torch.Tensor  # (B,) bool
+    temperature: torch.Tensor  # (B, 1)
+    top_k: torch.Tensor  # (B,) long, 0 = off
+    top_p: torch.Tensor  # (B, 1)
+
+    @classmethod
+    def build(cls, rows: list[tuple[bool, float, int, float]], device: torch.device) -> RowSampling:
+        do_sample, temperature, top_k, top_p = zip(*rows, strict=True)
+        return cls(
+            do_sample=torch.tensor(do_sample, dtype=torch.bool, device=device),
+            temperature=torch.tensor(temperature, dtype=torch.float32, device=device)[:, None],
+            top_k=torch.tensor(top_k, dtype=torch.long, device=device),
+            top_p=torch.tensor(top_p, dtype=torch.float32, device=device)[:, None],
+        )
+
+
+def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
+    """Tokens already generated (seen: (B, V) bool) are made less likely: negative scores multiplied by
+    the penalty, positive ones divided by it. penalty: (B, 1)."""
+    penalised = torch.where(scores < 0, scores * penalty, scores / penalty)
+    return torch.where(seen, penalised, scores)
+
+
+def _warp(scores: torch.Tensor, params: RowSampling) -> torch.Tensor:
+    scores = scores / params.temperature
+    vocab = scores.shape[-1]
+    k = torch.where(params.top_k > 0, params.top_k.clamp(max=vocab), torch.full_like(params.top_k, vocab))
+    kth = torch.topk(scores, int(k.max()), dim=-1).values.gather(1, (k - 1)[:, None])
+    scores = scores.masked_fill(scores < kth, float("-inf"))
+    # top-p: drop the low tail whose cumulative probability is <= 1 - top_p, always keeping the best token.
+    sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
+    cumulative = sorted_scores.softmax(dim=-1).cumsum(dim=-1)
+    drop_sorted = cumulative <= (1 - params.top_p)
+    drop_sorted[:, -1] = False
+    drop = drop_sorted.scatter(1, order, drop_sorted)
+    return scores.masked_fill(drop, float("-inf"))
+
+
+def choose(scores: torch.Tensor, params: RowSampling, generators: list[torch.Generator | None]) -> torch.Tensor:
+    """scores (B, V) float32, already penalised/masked -> chosen ids (B,)."""
+    chosen = scores.argmax(dim=-1)
+    if bool(params.do_sample.any()):
+        probs = _warp(scores, params).softmax(dim=-1)
+        for row in torch.nonzero(params.do_sample).flatten().tolist():
+            chosen[row] = torch.multinomial(probs[row], 1, generator=generators[row])[0]
+    return chosen

@@ -1,0 +1,1 @@
+"""Tools for building test checkpoints; used by `make-test-model`, the tests and the benchmarks."""

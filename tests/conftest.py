@@ -1,0 +1,25 @@
+"""Shared fixtures: random-weight checkpoints built once per session (never a hub)."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+from parity_cases import CHECKPOINTS  # noqa: E402
+
+from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
+from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def checkpoint_dirs(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("checkpoints")
+    return {name: make_test_model(root / name, **spec) for name, spec in CHECKPOINTS.items()}
+
+
+@pytest.fixture(scope="session")
+def models(checkpoint_dirs) -> dict[str, Qwen3TTSModel]:
+    return {name: Qwen3TTSModel.load(path) for name, path in checkpoint_dirs.items()}
