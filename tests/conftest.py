@@ -9,7 +9,6 @@ import pytest
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from parity_cases import CHECKPOINTS  # noqa: E402
-
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
 from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
 

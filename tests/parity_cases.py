@@ -22,37 +22,53 @@ CHECKPOINTS = {
 CUSTOM_VOICE_BATCHES = {
     "cv_english": [{"text": "Hello world, this is a test of the server.", "language": "English", "speaker": "Vivian"}],
     "cv_chinese_instruct": [
-        {"text": "今天天气很好，我们去公园散步吧。", "language": "Chinese", "speaker": "Serena",
-         "instruct": "用温柔而缓慢的语气说"}
+        {
+            "text": "今天天气很好，我们去公园散步吧。",
+            "language": "Chinese",
+            "speaker": "Serena",
+            "instruct": "用温柔而缓慢的语气说",
+        }
     ],
     "cv_dialect_beijing": [{"text": "您吃了吗？今儿个真热。", "language": "Chinese", "speaker": "Dylan"}],
     "cv_dialect_auto": [{"text": "巴适得很，走嘛。", "language": "Auto", "speaker": "Eric"}],
     "cv_auto": [{"text": "Guten Morgen! Wie geht es dir heute?", "language": "Auto", "speaker": "Ryan"}],
     "cv_japanese": [{"text": "こんにちは、元気ですか？", "language": "Japanese", "speaker": "Ono_Anna"}],
     "cv_streaming_text": [
-        {"text": "Streaming text input mode feeds one token per frame.", "language": "English",
-         "speaker": "Aiden", "whole_text": False}
+        {
+            "text": "Streaming text input mode feeds one token per frame.",
+            "language": "English",
+            "speaker": "Aiden",
+            "whole_text": False,
+        }
     ],
-    "cv_penalty": [
-        {"text": "Bonjour à tous.", "language": "French", "speaker": "Sohee", "repetition_penalty": 1.3}
-    ],
+    "cv_penalty": [{"text": "Bonjour à tous.", "language": "French", "speaker": "Sohee", "repetition_penalty": 1.3}],
     "cv_batch": [
         {"text": "Hello world, this is a test of the server.", "language": "English", "speaker": "Vivian"},
-        {"text": "今天天气很好，我们去公园散步吧。", "language": "Chinese", "speaker": "Serena",
-         "instruct": "用温柔而缓慢的语气说"},
+        {
+            "text": "今天天气很好，我们去公园散步吧。",
+            "language": "Chinese",
+            "speaker": "Serena",
+            "instruct": "用温柔而缓慢的语气说",
+        },
         {"text": "巴适得很，走嘛。", "language": "Auto", "speaker": "Eric"},
         {"text": "Guten Morgen! Wie geht es dir heute?", "language": "Auto", "speaker": "Ryan"},
     ],
 }
 VOICE_DESIGN_BATCHES = {
     "vd_english": [
-        {"text": "The quick brown fox jumps over the lazy dog.", "language": "English",
-         "instruct": "A deep, calm male voice speaking slowly."}
+        {
+            "text": "The quick brown fox jumps over the lazy dog.",
+            "language": "English",
+            "instruct": "A deep, calm male voice speaking slowly.",
+        }
     ],
     "vd_auto": [{"text": "¿Dónde está la biblioteca?", "language": "Auto", "instruct": "Cheerful young woman."}],
     "vd_batch": [
-        {"text": "The quick brown fox jumps over the lazy dog.", "language": "English",
-         "instruct": "A deep, calm male voice speaking slowly."},
+        {
+            "text": "The quick brown fox jumps over the lazy dog.",
+            "language": "English",
+            "instruct": "A deep, calm male voice speaking slowly.",
+        },
         {"text": "¿Dónde está la biblioteca?", "language": "Auto", "instruct": "Cheerful young woman."},
     ],
 }

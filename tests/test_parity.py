@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+
 from parity_cases import (
     CODEC_LENGTHS,
     CODEC_SEED,
@@ -18,17 +19,23 @@ from parity_cases import (
     checkpoint_digest,
     random_codes,
 )
-
 from qwen3_tts_server.model.prompt import VoiceRequest
 
 OFFICIAL = json.loads((FIXTURE_DIR / "official.json").read_text(encoding="utf-8"))
-BATCHES = {**{k: ("custom_voice", v) for k, v in CUSTOM_VOICE_BATCHES.items()},
-           **{k: ("voice_design", v) for k, v in VOICE_DESIGN_BATCHES.items()}}
+BATCHES = {
+    **{k: ("custom_voice", v) for k, v in CUSTOM_VOICE_BATCHES.items()},
+    **{k: ("voice_design", v) for k, v in VOICE_DESIGN_BATCHES.items()},
+}
 
 
 def _request(case: dict) -> VoiceRequest:
-    return VoiceRequest(text=case["text"], language=case.get("language", "auto"), speaker=case.get("speaker"),
-                        instruct=case.get("instruct"), whole_text=case.get("whole_text", True))
+    return VoiceRequest(
+        text=case["text"],
+        language=case.get("language", "auto"),
+        speaker=case.get("speaker"),
+        instruct=case.get("instruct"),
+        whole_text=case.get("whole_text", True),
+    )
 
 
 def _greedy_codes(model, batch: list[dict]) -> list[list[list[int]]]:

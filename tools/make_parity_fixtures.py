@@ -26,6 +26,8 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import qwen_tts_oracle_stubs  # noqa: E402,F401  (must precede qwen_tts)
 import torch  # noqa: E402
+from qwen_tts import Qwen3TTSModel  # noqa: E402
+
 from parity_cases import (  # noqa: E402
     CHECKPOINTS,
     CODEC_LENGTHS,
@@ -38,8 +40,6 @@ from parity_cases import (  # noqa: E402
     checkpoint_digest,
     random_codes,
 )
-from qwen_tts import Qwen3TTSModel  # noqa: E402
-
 from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
 
 
@@ -64,8 +64,12 @@ def official_codes(model: Qwen3TTSModel, batch: list[dict], kind: str) -> list[l
     texts = [case["text"] for case in batch]
     try:
         if kind == "custom_voice":
-            model.generate_custom_voice(texts, speaker=[case["speaker"] for case in batch],
-                                        instruct=[case.get("instruct", "") for case in batch], **common)
+            model.generate_custom_voice(
+                texts,
+                speaker=[case["speaker"] for case in batch],
+                instruct=[case.get("instruct", "") for case in batch],
+                **common,
+            )
         else:
             model.generate_voice_design(texts, instruct=[case["instruct"] for case in batch], **common)
     finally:
@@ -103,8 +107,9 @@ def main() -> None:
         processor = models["custom_voice"].processor
         manifest["tokenizer"] = [processor(text=text)["input_ids"][0] for text in TOKENIZER_CORPUS]
 
-    (FIXTURE_DIR / "official.json").write_text(json.dumps(manifest, ensure_ascii=False, indent=1) + "\n",
-                                               encoding="utf-8")
+    (FIXTURE_DIR / "official.json").write_text(
+        json.dumps(manifest, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
+    )
     print("wrote", FIXTURE_DIR)
 
 

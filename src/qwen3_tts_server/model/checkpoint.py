@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from safetensors import safe_open
+from safetensors import SafetensorError, safe_open
 from torch import nn
 
 from ..errors import CheckpointError
@@ -67,8 +67,9 @@ def read_json(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"cannot read {path}: {exc}") from exc
 
 
-def load_weights(module: nn.Module, path: Path, device: torch.device, dtype: torch.dtype,
-                 prefixes: tuple[str, ...]) -> None:
+def load_weights(
+    module: nn.Module, path: Path, device: torch.device, dtype: torch.dtype, prefixes: tuple[str, ...]
+) -> None:
     """Load the tensors under `prefixes` from a safetensors file into a meta-initialised `module`, each
     read straight to `device` and cast to `dtype`."""
     expected = dict(module.state_dict(keep_vars=True))
@@ -79,7 +80,7 @@ def load_weights(module: nn.Module, path: Path, device: torch.device, dtype: tor
                 if key.startswith(prefixes) and key in expected:
                     tensor = handle.get_tensor(key)
                     loaded[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
-    except (OSError, RuntimeError, ValueError) as exc:
+    except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
         raise CheckpointError(f"cannot read weights from {path}: {exc}") from exc
     missing = sorted(set(expected) - set(loaded))
     if missing:

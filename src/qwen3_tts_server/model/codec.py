@@ -187,7 +187,7 @@ class CodecTransformer(nn.Module):
         t = x.shape[1]
         x = self.input_proj(x)
         positions = torch.arange(t, device=x.device)
-        cos, sin = self.rotary(positions[None], x.dtype)
+        cos, sin = self.rotary.span(0, t, x.dtype)
         offset = positions[:, None] - positions[None, :]
         mask = (offset >= 0) & (offset < self.window)
         for layer in self.layers:

@@ -26,6 +26,7 @@ class _Row:
     prompt: TalkerPrompt
     params: SamplingParams
     max_frames: int
+    suppress_eos: bool
     generator: torch.Generator | None
     seen: torch.Tensor  # (V,) bool: codebook-0 codes generated so far (repetition penalty history)
     hidden: torch.Tensor | None = None  # talker output at the last position (hidden,)
@@ -73,8 +74,9 @@ class FrameGenerator:
         self.rows[row] = None
 
     @torch.inference_mode()
-    def add(self, prompt: TalkerPrompt, params: SamplingParams, max_frames: int) -> int:
-        """Prefill a free row with `prompt`; returns the row index."""
+    def add(self, prompt: TalkerPrompt, params: SamplingParams, max_frames: int, suppress_eos: bool = False) -> int:
+        """Prefill a free row with `prompt`; returns the row index. `suppress_eos` makes the row run to
+        `max_frames` (benchmarks compare equal work)."""
         free = self.free_rows()
         if not free:
             raise RuntimeError("no free row")
@@ -83,8 +85,14 @@ class FrameGenerator:
         if params.seed is not None:
             generator = torch.Generator(device=self.device)
             generator.manual_seed(params.seed)
-        row = _Row(prompt=prompt, params=params, max_frames=max(max_frames, 1), generator=generator,
-                   seen=torch.zeros(self.cfg.vocab_size, dtype=torch.bool, device=self.device))
+        row = _Row(
+            prompt=prompt,
+            params=params,
+            max_frames=max(max_frames, 1),
+            suppress_eos=suppress_eos,
+            generator=generator,
+            seen=torch.zeros(self.cfg.vocab_size, dtype=torch.bool, device=self.device),
+        )
         rows = torch.tensor([index], device=self.device)
         hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, rows)[:, -1]
         self.rows[index] = row
@@ -97,8 +105,8 @@ class FrameGenerator:
         seen = torch.stack([r.seen for r in rows])
         penalty = torch.tensor([[r.params.repetition_penalty] for r in rows], device=self.device)
         scores = apply_repetition_penalty(scores, seen, penalty)
-        too_early = torch.tensor([r.sampled < MIN_FRAMES for r in rows], device=self.device)
-        scores[too_early, self.cfg.codec_eos_id] = float("-inf")
+        no_eos = torch.tensor([r.suppress_eos or r.sampled < MIN_FRAMES for r in rows], device=self.device)
+        scores[no_eos, self.cfg.codec_eos_id] = float("-inf")
         scores = scores.masked_fill(self._suppressed, float("-inf"))
         params = RowSampling.build(
             [(r.params.do_sample, r.params.temperature, r.params.top_k, r.params.top_p) for r in rows], self.device
@@ -120,13 +128,22 @@ class FrameGenerator:
         code0 = torch.tensor([r.code0 for r in rows], device=self.device)
         hidden = torch.stack([r.hidden for r in rows])[:, None]
         sub_params = RowSampling.build(
-            [(r.params.subtalker_do_sample, r.params.subtalker_temperature, r.params.subtalker_top_k,
-              r.params.subtalker_top_p) for r in rows],
+            [
+                (
+                    r.params.subtalker_do_sample,
+                    r.params.subtalker_temperature,
+                    r.params.subtalker_top_k,
+                    r.params.subtalker_top_p,
+                )
+                for r in rows
+            ],
             self.device,
         )
         generators = [r.generator for r in rows]
         rest = self.talker.code_predictor.predict(
-            hidden, self.talker.embed_codec(code0[:, None]), lambda _group, logits: choose(logits, sub_params, generators)
+            hidden,
+            self.talker.embed_codec(code0[:, None]),
+            lambda _group, logits: choose(logits, sub_params, generators),
         )
         codes = torch.cat((code0[:, None], rest), dim=1)
 

@@ -21,14 +21,11 @@ class RMSNorm(nn.Module):
         self.eps = eps
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        dtype = x.dtype
-        x32 = x.float()
-        x32 = x32 * torch.rsqrt(x32.pow(2).mean(-1, keepdim=True) + self.eps)
-        return self.weight * x32.to(dtype)
+        return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
 
 class Rotary(nn.Module):
-    """1-D rotary position tables, computed in float32.
+    """1-D rotary position tables, computed in float32 and cached for the positions seen so far.
 
     The talker's interleaved multimodal RoPE gives every section (temporal, height, width) the same
     position for text and codec tokens, which is all a TTS sequence holds; it therefore equals this 1-D
@@ -39,30 +36,39 @@ class Rotary(nn.Module):
         super().__init__()
         self.head_dim = head_dim
         self.theta = theta
-        self.register_buffer("inv_freq", self._inv_freq(torch.device("cpu")), persistent=False)
-
-    def _inv_freq(self, device: torch.device) -> torch.Tensor:
-        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
-        return 1.0 / (self.theta**exponents)
+        self.reset(torch.device("cpu"))
 
     def reset(self, device: torch.device) -> None:
-        """Recompute the table on `device` (after loading weights onto a meta-initialised module)."""
-        self.inv_freq = self._inv_freq(device)
+        """Start the tables on `device` (after loading weights onto a meta-initialised module)."""
+        exponents = torch.arange(0, self.head_dim, 2, dtype=torch.int64, device=device).float() / self.head_dim
+        self.inv_freq = 1.0 / (self.theta**exponents)
+        self._tables: dict[torch.dtype, tuple[torch.Tensor, torch.Tensor]] = {}
+
+    def table(self, length: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos and signed sin for positions [0, >= length): (positions, head_dim), grown by doubling.
+        The sine's first half is negated so that rotating is `x * cos + x.roll(half) * sin`."""
+        cached = self._tables.get(dtype)
+        if cached is None or cached[0].shape[0] < length:
+            size = max(64, 1 << (length - 1).bit_length())
+            freqs = torch.arange(size, device=self.inv_freq.device).float()[:, None] * self.inv_freq
+            cos, sin = freqs.cos().to(dtype), freqs.sin().to(dtype)
+            cached = self._tables[dtype] = (torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1))
+        return cached
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: (B, T) int -> cos, sin: (B, 1, T, head_dim)."""
-        freqs = positions[..., None].float() * self.inv_freq.float()
-        emb = torch.cat((freqs, freqs), dim=-1)
-        return emb.cos().to(dtype)[:, None], emb.sin().to(dtype)[:, None]
+        cos, sin = self.table(int(positions.max()) + 1, dtype)
+        return cos[positions][:, None], sin[positions][:, None]
+
+    def span(self, start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """cos, sin for the positions [start, stop) shared by every row: (1, 1, stop - start, head_dim)."""
+        cos, sin = self.table(stop, dtype)
+        return cos[None, None, start:stop], sin[None, None, start:stop]
 
 
-def _rotate_half(x: torch.Tensor) -> torch.Tensor:
-    half = x.shape[-1] // 2
-    return torch.cat((-x[..., half:], x[..., :half]), dim=-1)
-
-
-def apply_rotary(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tensor:
-    return x * cos + _rotate_half(x) * sin
+def apply_rotary(x: torch.Tensor, cos: torch.Tensor, signed_sin: torch.Tensor) -> torch.Tensor:
+    """x * cos + rotate_half(x) * sin, with rotate_half(x) * sin == roll(x, half) * signed_sin exactly."""
+    return x * cos + x.roll(x.shape[-1] // 2, dims=-1) * signed_sin
 
 
 class KVCache:
@@ -73,8 +79,16 @@ class KVCache:
     token to each row of a set at that row's own position.
     """
 
-    def __init__(self, layers: int, rows: int, kv_heads: int, head_dim: int, capacity: int,
-                 dtype: torch.dtype, device: torch.device):
+    def __init__(
+        self,
+        layers: int,
+        rows: int,
+        kv_heads: int,
+        head_dim: int,
+        capacity: int,
+        dtype: torch.dtype,
+        device: torch.device,
+    ):
         shape = (layers, rows, kv_heads, capacity, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
@@ -96,7 +110,11 @@ class KVCache:
 
 
 class Attention(nn.Module):
-    """Grouped-query attention with optional q/k RMSNorm over the head dimension."""
+    """Grouped-query attention with optional q/k RMSNorm over the head dimension.
+
+    The checkpoint's separate q/k/v projections are fused into one matrix on first use (`fuse`): one
+    matmul instead of three per token, which is what bounds small-batch decoding.
+    """
 
     def __init__(self, cfg: DecoderStackConfig, qk_norm: bool):
         super().__init__()
@@ -107,19 +125,33 @@ class Attention(nn.Module):
         self.k_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.head_dim, bias=cfg.attention_bias)
         self.v_proj = nn.Linear(cfg.hidden_size, self.kv_heads * self.head_dim, bias=cfg.attention_bias)
         self.o_proj = nn.Linear(self.heads * self.head_dim, cfg.hidden_size, bias=cfg.attention_bias)
+        self.qkv_proj: nn.Linear | None = None
+        self.qk_norm_weight: torch.Tensor | None = None  # (H + Hkv, D): q_norm's weight per q head, then k_norm's
+        self.eps = cfg.rms_norm_eps
         if qk_norm:
             self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
             self.k_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
-        else:
-            self.q_norm = self.k_norm = nn.Identity()
+
+    def fuse(self) -> None:
+        self.qkv_proj = _fused_linear(self.q_proj, self.k_proj, self.v_proj)
+        del self.q_proj, self.k_proj, self.v_proj
+        if hasattr(self, "q_norm"):
+            q_w, k_w = self.q_norm.weight.detach(), self.k_norm.weight.detach()
+            self.qk_norm_weight = torch.cat((q_w.expand(self.heads, -1), k_w.expand(self.kv_heads, -1)))
+            del self.q_norm, self.k_norm
 
     def project(self, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor):
-        """x: (B, T, hidden) -> q (B, H, T, D), k and v (B, Hkv, T, D), RoPE applied."""
+        """x: (B, T, hidden) -> q (B, H, T, D), k and v (B, Hkv, T, D); q/k normed per head, RoPE applied.
+        Queries and keys go through the norm and the rotation together."""
+        if self.qkv_proj is None:
+            self.fuse()
         b, t, _ = x.shape
-        q = self.q_norm(self.q_proj(x).view(b, t, self.heads, self.head_dim)).transpose(1, 2)
-        k = self.k_norm(self.k_proj(x).view(b, t, self.kv_heads, self.head_dim)).transpose(1, 2)
-        v = self.v_proj(x).view(b, t, self.kv_heads, self.head_dim).transpose(1, 2)
-        return apply_rotary(q, cos, sin), apply_rotary(k, cos, sin), v
+        qkv = self.qkv_proj(x).view(b, t, self.heads + 2 * self.kv_heads, self.head_dim)
+        qk, v = qkv.split((self.heads + self.kv_heads, self.kv_heads), dim=2)
+        if self.qk_norm_weight is not None:
+            qk = self.qk_norm_weight * F.rms_norm(qk.float(), (self.head_dim,), eps=self.eps).to(qk.dtype)
+        q, k = apply_rotary(qk.transpose(1, 2), cos, sin).split((self.heads, self.kv_heads), dim=1)
+        return q, k, v.transpose(1, 2)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """mask: boolean, True where attention is allowed, broadcastable to (B, H, Tq, Tk)."""
@@ -131,14 +163,42 @@ class Attention(nn.Module):
 
 
 class SwiGLU(nn.Module):
+    """down(silu(gate(x)) * up(x)); gate and up are fused into one matmul on first use."""
+
     def __init__(self, hidden: int, intermediate: int):
         super().__init__()
         self.gate_proj = nn.Linear(hidden, intermediate, bias=False)
         self.up_proj = nn.Linear(hidden, intermediate, bias=False)
         self.down_proj = nn.Linear(intermediate, hidden, bias=False)
+        self.gate_up_proj: nn.Linear | None = None
+
+    def fuse(self) -> None:
+        self.gate_up_proj = _fused_linear(self.gate_proj, self.up_proj)
+        del self.gate_proj, self.up_proj
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.down_proj(F.silu(self.gate_proj(x)) * self.up_proj(x))
+        if self.gate_up_proj is None:
+            self.fuse()
+        gate, up = self.gate_up_proj(x).chunk(2, dim=-1)
+        return self.down_proj(F.silu(gate) * up)
+
+
+def _fused_linear(*parts: nn.Linear) -> nn.Linear:
+    weight = torch.cat([p.weight.detach() for p in parts])
+    fused = nn.Linear(
+        weight.shape[1], weight.shape[0], bias=parts[0].bias is not None, device=weight.device, dtype=weight.dtype
+    )
+    fused.weight = nn.Parameter(weight, requires_grad=False)
+    if parts[0].bias is not None:
+        fused.bias = nn.Parameter(torch.cat([p.bias.detach() for p in parts]), requires_grad=False)
+    return fused
+
+
+def fuse_projections(module: nn.Module) -> None:
+    """Fuse every attention and SwiGLU block under `module` (done once after loading weights)."""
+    for sub in list(module.modules()):
+        if isinstance(sub, (Attention, SwiGLU)):
+            sub.fuse()
 
 
 class DecoderLayer(nn.Module):
@@ -156,8 +216,8 @@ class DecoderLayer(nn.Module):
 
 
 class DecoderStack(nn.Module):
-    """A stack of decoder layers with a final norm, run either over a whole sequence (prefill) or one
-    token per row against a `KVCache`."""
+    """A stack of decoder layers with a final norm, run over whole prompts (prefill) or one token per
+    row against a `KVCache` (decode)."""
 
     def __init__(self, cfg: DecoderStackConfig):
         super().__init__()
@@ -167,16 +227,14 @@ class DecoderStack(nn.Module):
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
 
     def new_cache(self, rows: int, capacity: int, dtype: torch.dtype, device: torch.device) -> KVCache:
-        return KVCache(len(self.layers), rows, self.cfg.num_key_value_heads, self.cfg.head_dim, capacity,
-                       dtype, device)
+        return KVCache(len(self.layers), rows, self.cfg.num_key_value_heads, self.cfg.head_dim, capacity, dtype, device)
 
-    def prefill(self, x: torch.Tensor, cache: KVCache, rows: torch.Tensor) -> torch.Tensor:
+    def prefill(self, x: torch.Tensor, cache: KVCache, rows: torch.Tensor | slice) -> torch.Tensor:
         """Run whole prompts x (B, T, hidden) of equal length causally from position 0, storing their
-        keys/values in cache rows `rows` (B,)."""
+        keys/values in cache rows `rows` (B indices, or a slice)."""
         t = x.shape[1]
         cache.ensure_capacity(t)
-        positions = torch.arange(t, device=x.device)[None]
-        cos, sin = self.rotary(positions, x.dtype)
+        cos, sin = self.rotary.span(0, t, x.dtype)
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
@@ -203,4 +261,17 @@ class DecoderStack(nn.Module):
             x = x + layer.self_attn.attend(q, keys, values, mask)
             x = layer.mlp_block(x)
         cache.lengths[rows] = positions + 1
+        return self.norm(x)
+
+    def decode_aligned(self, x: torch.Tensor, cache: KVCache, position: int) -> torch.Tensor:
+        """Append one token to every cache row, all at the same `position` (no mask, plain slicing)."""
+        cos, sin = self.rotary.span(position, position + 1, x.dtype)
+        for i, layer in enumerate(self.layers):
+            q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
+            cache.k[i, :, :, position : position + 1] = k
+            cache.v[i, :, :, position : position + 1] = v
+            keys = cache.k[i, :, :, : position + 1]
+            values = cache.v[i, :, :, : position + 1]
+            x = x + layer.self_attn.attend(q, keys, values, None)
+            x = layer.mlp_block(x)
         return self.norm(x)

@@ -101,10 +101,12 @@ class PromptBuilder:
                 param="instruct",
             )
         if cfg.model_type == "base":
-            raise InvalidInputError("a base model clones a voice from reference audio; give a voice prompt",
-                                    param="voice")
-        return VoiceRequest(text=text, language=language, speaker=speaker, instruct=instruct,
-                            whole_text=request.whole_text)
+            raise InvalidInputError(
+                "a base model clones a voice from reference audio; give a voice prompt", param="voice"
+            )
+        return VoiceRequest(
+            text=text, language=language, speaker=speaker, instruct=instruct, whole_text=request.whole_text
+        )
 
     def _language_id(self, request: VoiceRequest) -> int | None:
         talker = self.config.talker
@@ -142,7 +144,9 @@ class PromptBuilder:
 
         parts = []
         if request.instruct is not None:
-            parts.append(talker.embed_text(ids(self.tokenizer.encode(f"<|im_start|>user\n{request.instruct}<|im_end|>\n"))))
+            parts.append(
+                talker.embed_text(ids(self.tokenizer.encode(f"<|im_start|>user\n{request.instruct}<|im_end|>\n")))
+            )
         parts.append(talker.embed_text(ids(self.head_ids)))
         text_overlay = torch.cat((tts_pad.expand(-1, codec.shape[1] - 2, -1), tts_bos), dim=1)
         parts.append(text_overlay + codec[:, :-1])
@@ -154,5 +158,6 @@ class PromptBuilder:
         else:
             parts.append(talker.embed_text(ids(text_ids[:1])) + codec[:, -1:])
             trailing = torch.cat((talker.embed_text(ids(text_ids[1:])), tts_eos), dim=1)[0]
-        return TalkerPrompt(prefill=torch.cat(parts, dim=1)[0], trailing=trailing, pad=tts_pad[0, 0],
-                            text_tokens=len(text_ids))
+        return TalkerPrompt(
+            prefill=torch.cat(parts, dim=1)[0], trailing=trailing, pad=tts_pad[0, 0], text_tokens=len(text_ids)
+        )

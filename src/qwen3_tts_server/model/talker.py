@@ -59,19 +59,17 @@ class CodePredictor(nn.Module):
     def predict(self, talker_hidden: torch.Tensor, code0_embedding: torch.Tensor, pick) -> torch.Tensor:
         """talker_hidden, code0_embedding: (B, 1, talker_hidden). `pick(group, logits) -> codes (B,)`
         chooses each codebook from its logits (greedy or sampled). Returns codes (B, G-1)."""
-        rows = talker_hidden.shape[0]
         groups = len(self.lm_head)
-        cache = self.model.new_cache(rows, groups + 1, talker_hidden.dtype, talker_hidden.device)
-        all_rows = torch.arange(rows, device=talker_hidden.device)
+        cache = self.model.new_cache(talker_hidden.shape[0], groups + 1, talker_hidden.dtype, talker_hidden.device)
         x = self.small_to_mtp_projection(torch.cat((talker_hidden, code0_embedding), dim=1))
-        hidden = self.model.prefill(x, cache, all_rows)[:, -1]
+        hidden = self.model.prefill(x, cache, slice(None))[:, -1]
         codes = []
         for group in range(groups):
             code = pick(group, self.lm_head[group](hidden).float())
             codes.append(code)
             if group + 1 < groups:
                 x = self.small_to_mtp_projection(self.model.codec_embedding[group](code)[:, None])
-                hidden = self.model.decode(x, cache, all_rows)[:, 0]
+                hidden = self.model.decode_aligned(x, cache, position=group + 2)[:, 0]
         return torch.stack(codes, dim=1)
 
 

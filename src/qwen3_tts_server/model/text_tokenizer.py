@@ -36,19 +36,26 @@ class TextTokenizer:
                 merges.append((left, right))
         tokenizer = Tokenizer(BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False))
         tokenizer.normalizer = normalizers.NFC()
-        tokenizer.pre_tokenizer = pre_tokenizers.Sequence([
-            pre_tokenizers.Split(Regex(QWEN2_SPLIT_PATTERN), behavior="isolated", invert=False),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ])
+        tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Split(Regex(QWEN2_SPLIT_PATTERN), behavior="isolated", invert=False),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+            ]
+        )
         tokenizer.decoder = decoders.ByteLevel()
         config = json.loads((directory / "tokenizer_config.json").read_text(encoding="utf-8"))
         added = sorted(
             ((int(i), entry) for i, entry in (config.get("added_tokens_decoder") or {}).items()), key=lambda x: x[0]
         )
         for token_id, entry in added:
-            token = AddedToken(entry["content"], single_word=entry.get("single_word", False),
-                               lstrip=entry.get("lstrip", False), rstrip=entry.get("rstrip", False),
-                               normalized=entry.get("normalized", False), special=entry.get("special", True))
+            token = AddedToken(
+                entry["content"],
+                single_word=entry.get("single_word", False),
+                lstrip=entry.get("lstrip", False),
+                rstrip=entry.get("rstrip", False),
+                normalized=entry.get("normalized", False),
+                special=entry.get("special", True),
+            )
             tokenizer.add_special_tokens([token]) if token.special else tokenizer.add_tokens([token])
             if tokenizer.token_to_id(entry["content"]) != token_id:
                 raise CheckpointError(

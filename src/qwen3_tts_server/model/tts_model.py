@@ -16,6 +16,7 @@ from .checkpoint import load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
 from .config import CodecDecoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
+from .layers import fuse_projections
 from .prompt import PromptBuilder, TalkerPrompt, VoiceRequest
 from .sampling import SamplingParams
 from .talker import Talker
@@ -47,9 +48,16 @@ def parse_dtype(name: str) -> torch.dtype:
 
 
 class Qwen3TTSModel:
-    def __init__(self, directory: Path, config: TTSConfig, codec_config: CodecDecoderConfig,
-                 defaults: GenerationDefaults, tokenizer: TextTokenizer, talker: Talker,
-                 speech_tokenizer: SpeechTokenizer):
+    def __init__(
+        self,
+        directory: Path,
+        config: TTSConfig,
+        codec_config: CodecDecoderConfig,
+        defaults: GenerationDefaults,
+        tokenizer: TextTokenizer,
+        talker: Talker,
+        speech_tokenizer: SpeechTokenizer,
+    ):
         self.directory = directory
         self.config = config
         self.codec_config = codec_config
@@ -60,8 +68,9 @@ class Qwen3TTSModel:
         self.prompts = PromptBuilder(config, tokenizer, talker)
 
     @classmethod
-    def load(cls, name_or_path: str | os.PathLike, device: str | torch.device = "cpu",
-             dtype: str | torch.dtype = "float32") -> Qwen3TTSModel:
+    def load(
+        cls, name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+    ) -> Qwen3TTSModel:
         directory = resolve_checkpoint(name_or_path)
         device = torch.device(device)
         dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
@@ -74,10 +83,16 @@ class Qwen3TTSModel:
             holder.talker = Talker(config.talker)
             speech_tokenizer = SpeechTokenizer(codec_config)
         load_weights(holder, directory / "model.safetensors", device, dtype, prefixes=("talker.",))
-        load_weights(speech_tokenizer, directory / "speech_tokenizer" / "model.safetensors", device, dtype,
-                     prefixes=("decoder.",))
-        holder.eval()
-        speech_tokenizer.eval()
+        load_weights(
+            speech_tokenizer,
+            directory / "speech_tokenizer" / "model.safetensors",
+            device,
+            dtype,
+            prefixes=("decoder.",),
+        )
+        for module in (holder, speech_tokenizer):
+            fuse_projections(module)
+            module.eval()
         return cls(directory, config, codec_config, defaults, tokenizer, holder.talker, speech_tokenizer)
 
     @property
@@ -108,10 +123,16 @@ class Qwen3TTSModel:
     def frame_budget(prompt: TalkerPrompt) -> int:
         return BUDGET_BASE_FRAMES + BUDGET_FRAMES_PER_TOKEN * prompt.text_tokens
 
-    def generate(self, requests: Sequence[VoiceRequest], params: SamplingParams | Sequence[SamplingParams],
-                 max_frames: int | None = None,
-                 on_frames: Callable[[int], None] | None = None) -> list[Generated]:
-        """Generate the codes of several requests together, each row at its own pace."""
+    def generate(
+        self,
+        requests: Sequence[VoiceRequest],
+        params: SamplingParams | Sequence[SamplingParams],
+        max_frames: int | None = None,
+        on_frames: Callable[[int, int], None] | None = None,
+        suppress_eos: bool = False,
+    ) -> list[Generated]:
+        """Generate the codes of several requests together, each row at its own pace. `on_frames(done,
+        budget)` reports progress after every step: frames made so far and the sum of the rows' budgets."""
         if not requests:
             return []
         if isinstance(params, SamplingParams):
@@ -121,20 +142,24 @@ class Qwen3TTSModel:
         prompts = [self.prompts.build(r) for r in requests]
         generator = FrameGenerator(self.talker, len(requests))
         row_of = {}
+        total_budget = 0
         for i, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
             p.validate()
             budget = max_frames if max_frames is not None else self.frame_budget(prompt)
-            row_of[generator.add(prompt, p, budget)] = i
+            total_budget += budget
+            row_of[generator.add(prompt, p, budget, suppress_eos)] = i
         frames: list[list[torch.Tensor]] = [[] for _ in requests]
         reasons = ["length"] * len(requests)
+        done = 0
         while generator.active:
             step = generator.step()
             for frame in step.frames:
                 frames[row_of[frame.row]].append(frame.codes)
                 if frame.finished:
                     reasons[row_of[frame.row]] = frame.finished
+            done += len(step.frames)
             if on_frames:
-                on_frames(len(step.frames))
+                on_frames(done, total_budget)
         return [
             Generated(codes=torch.stack(f).cpu().numpy().astype(np.int64), finish_reason=reason)
             for f, reason in zip(frames, reasons, strict=True)
@@ -150,7 +175,9 @@ class Qwen3TTSModel:
     @torch.inference_mode()
     def decode(self, codes: np.ndarray | torch.Tensor) -> np.ndarray:
         """Codes (frames, num_quantizers) -> float32 mono audio at `sample_rate`, `samples_per_frame` a frame."""
-        codes = torch.as_tensor(np.asarray(codes), dtype=torch.long, device=self.codec.quantizer.rvq_first.output_proj.weight.device)
+        codes = torch.as_tensor(
+            np.asarray(codes), dtype=torch.long, device=self.codec.quantizer.rvq_first.output_proj.weight.device
+        )
         cfg = self.codec_config
         if codes.ndim != 2 or codes.shape[1] != cfg.num_quantizers:
             raise InvalidInputError(f"codes must have shape (frames, {cfg.num_quantizers}), got {tuple(codes.shape)}")

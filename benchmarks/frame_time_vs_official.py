@@ -1,0 +1,105 @@
+"""Per-frame generation time of this project's model against the official qwen-tts 0.1.1, side by side in
+one process, on the same random-weight checkpoints: batch 1, greedy, 64 frames (EOS kept from stopping
+either run), codec decoding excluded. Run it in the oracle environment from the repository root:
+
+    ORACLE/bin/python benchmarks/frame_time_vs_official.py [--sizes tiny small] [--frames 64] [--repeats 3]
+
+Prints one JSON line per size and writes benchmarks/results/frame_time_vs_official.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+
+import qwen_tts_oracle_stubs  # noqa: E402,F401  (must precede qwen_tts)
+import torch  # noqa: E402
+from qwen_tts import Qwen3TTSModel as OfficialModel  # noqa: E402
+
+from qwen3_tts_server.model.prompt import VoiceRequest  # noqa: E402
+from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
+from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
+
+TEXT = "The benchmark sentence is long enough to give the talker a realistic prompt to work from."
+
+
+def time_official(model: OfficialModel, frames: int) -> float:
+    codec = model.model.speech_tokenizer
+    original = codec.decode
+    codec.decode = lambda encoded: ([torch.zeros(1).numpy()] * len(encoded), 24000)
+    # The pad id is suppressed, so using it as the stop id lets every run make exactly `frames` frames.
+    pad_id = model.model.config.talker_config.codec_pad_id
+    try:
+        started = time.perf_counter()
+        model.generate_custom_voice(
+            TEXT,
+            speaker="Vivian",
+            language="English",
+            do_sample=False,
+            subtalker_dosample=False,
+            max_new_tokens=frames + 1,
+            eos_token_id=pad_id,
+        )
+        return time.perf_counter() - started
+    finally:
+        codec.decode = original
+
+
+def time_ours(model: Qwen3TTSModel, frames: int) -> float:
+    request = VoiceRequest(TEXT, "English", "Vivian")
+    started = time.perf_counter()
+    result = model.generate([request], model.sampling().greedy(), max_frames=frames, suppress_eos=True)[0]
+    elapsed = time.perf_counter() - started
+    assert len(result.codes) == frames
+    return elapsed
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--sizes", nargs="+", default=["tiny", "small"])
+    parser.add_argument("--frames", type=int, default=64)
+    parser.add_argument("--repeats", type=int, default=5)
+    args = parser.parse_args()
+    torch.manual_seed(0)
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for size in args.sizes:
+            path = make_test_model(Path(tmp) / size, size=size, model_type="custom_voice", seed=0)
+            official = OfficialModel.from_pretrained(str(path), dtype=torch.float32)
+            ours = Qwen3TTSModel.load(path)
+            time_official(official, 4)  # warm-up
+            time_ours(ours, 4)
+            official_s, ours_s = [], []
+            for _ in range(args.repeats):  # interleaved, so machine noise hits both alike
+                official_s.append(time_official(official, args.frames))
+                ours_s.append(time_ours(ours, args.frames))
+            row = {
+                "size": size,
+                "frames": args.frames,
+                "official_ms_per_frame": round(1000 * statistics.median(official_s) / args.frames, 2),
+                "ours_ms_per_frame": round(1000 * statistics.median(ours_s) / args.frames, 2),
+            }
+            row["speedup"] = round(row["official_ms_per_frame"] / row["ours_ms_per_frame"], 2)
+            print(json.dumps(row), flush=True)
+            rows.append(row)
+    out = ROOT / "benchmarks" / "results" / "frame_time_vs_official.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    meta = {
+        "machine": platform.processor() or platform.machine(),
+        "threads": torch.get_num_threads(),
+        "torch": torch.__version__,
+    }
+    out.write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,144 @@
+"""The `qwen3-tts-server` command: `synth` (text to a WAV file) and `make-test-model`."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+from .errors import InvalidInputError, TTSError
+
+
+def _add_synth(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("synth", help="synthesize text to a WAV file", description="Synthesize text to a WAV file.")
+    p.add_argument(
+        "--model", required=True, help="checkpoint directory or hub id (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)"
+    )
+    text = p.add_mutually_exclusive_group(required=True)
+    text.add_argument("--text", help="text to speak")
+    text.add_argument("--text-file", type=Path, help="UTF-8 file holding the text to speak")
+    p.add_argument("--speaker", help="preset speaker (CustomVoice models), e.g. Vivian")
+    p.add_argument("--language", default="auto", help="language name or auto (default)")
+    p.add_argument("--instruct", help="style instruction; the voice description for VoiceDesign models")
+    p.add_argument("--seed", type=int, help="seed for reproducible sampling")
+    p.add_argument("--greedy", action="store_true", help="argmax decoding for the talker and the code predictor")
+    p.add_argument("--temperature", type=float)
+    p.add_argument("--top-k", type=int)
+    p.add_argument("--top-p", type=float)
+    p.add_argument("--repetition-penalty", type=float)
+    p.add_argument("--max-frames", type=int, help="frame budget (80 ms each); default grows with the text")
+    p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="output WAV (default out.wav)")
+    p.add_argument("--codes-out", type=Path, help="also save the codec codes, int array (frames, 16), as .npy")
+    p.set_defaults(func=_synth)
+
+
+def _synth(args: argparse.Namespace) -> int:
+    import numpy as np
+    import soundfile as sf
+    from tqdm import tqdm
+
+    from .model.prompt import VoiceRequest
+    from .model.tts_model import Qwen3TTSModel
+
+    if args.text_file is not None:
+        try:
+            text = args.text_file.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise InvalidInputError(f"cannot read --text-file {args.text_file}: {exc}") from exc
+    else:
+        text = args.text
+    started = time.perf_counter()
+    model = Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype)
+    loaded = time.perf_counter()
+    params = model.sampling(
+        temperature=args.temperature,
+        top_k=args.top_k,
+        top_p=args.top_p,
+        repetition_penalty=args.repetition_penalty,
+        seed=args.seed,
+    )
+    if args.greedy:
+        params = params.greedy()
+    request = VoiceRequest(text=text, language=args.language, speaker=args.speaker, instruct=args.instruct)
+    with tqdm(unit="frame", desc="generating", file=sys.stderr, leave=False, disable=None) as bar:
+
+        def progress(done: int, budget: int) -> None:
+            bar.total = budget
+            bar.update(done - bar.n)
+
+        result = model.generate([request], params, max_frames=args.max_frames, on_frames=progress)[0]
+    generated = time.perf_counter()
+    audio = model.decode(result.codes)
+    done = time.perf_counter()
+    args.output.parent.mkdir(parents=True, exist_ok=True)
+    sf.write(args.output, audio, model.sample_rate, subtype="PCM_16")
+    if args.codes_out is not None:
+        args.codes_out.parent.mkdir(parents=True, exist_ok=True)
+        np.save(args.codes_out, result.codes)
+    frames = len(result.codes)
+    seconds = model.frames_to_seconds(frames)
+    print(
+        f"wrote {args.output}: {seconds:.2f} s of audio ({frames} frames) at {model.sample_rate} Hz; "
+        f"load {loaded - started:.2f} s, generate {generated - loaded:.2f} s, decode {done - generated:.2f} s",
+        file=sys.stderr,
+    )
+    if result.finish_reason == "length":
+        print(
+            f"warning: stopped at the frame budget ({frames} frames) before the model ended the speech; "
+            "raise --max-frames to let it finish",
+            file=sys.stderr,
+        )
+    return 0
+
+
+def _add_make_test_model(sub: argparse._SubParsersAction) -> None:
+    from .testing.test_checkpoint import SIZES, TYPES
+
+    p = sub.add_parser(
+        "make-test-model",
+        help="write a random-weight checkpoint in the official format",
+        description="Write a random-weight Qwen3-TTS checkpoint in the official on-disk format.",
+    )
+    p.add_argument("directory", type=Path)
+    p.add_argument("--size", choices=SIZES, default="tiny")
+    p.add_argument("--type", dest="model_type", choices=TYPES, default="custom_voice")
+    p.add_argument("--seed", type=int, default=0)
+    p.set_defaults(func=_make_test_model)
+
+
+def _make_test_model(args: argparse.Namespace) -> int:
+    from .testing.test_checkpoint import make_test_model
+
+    started = time.perf_counter()
+    path = make_test_model(args.directory, args.size, args.model_type, args.seed)
+    print(
+        f"wrote {args.size} {args.model_type} checkpoint to {path} in {time.perf_counter() - started:.1f} s",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="qwen3-tts-server", description="Qwen3-TTS inference and serving")
+    sub = parser.add_subparsers(dest="command", required=True)
+    _add_synth(sub)
+    _add_make_test_model(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return args.func(args)
+    except TTSError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""The `qwen3-tts-server` command end to end, as a user runs it."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+
+import numpy as np
+import soundfile as sf
+
+
+def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run(
+        [sys.executable, "-m", "qwen3_tts_server", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
+    )
+
+
+def test_make_test_model_is_deterministic(tmp_path):
+    first = run("make-test-model", str(tmp_path / "a"), "--type", "voice_design", "--seed", "5")
+    second = run("make-test-model", str(tmp_path / "b"), "--type", "voice_design", "--seed", "5")
+    assert first.returncode == second.returncode == 0, first.stderr
+    for name in ("config.json", "model.safetensors", "speech_tokenizer/model.safetensors", "vocab.json"):
+        assert (tmp_path / "a" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
+
+
+def test_synth_writes_audio_and_codes(checkpoint_dirs, tmp_path):
+    out, codes_out = tmp_path / "speech.wav", tmp_path / "codes.npy"
+    result = run(
+        "synth",
+        "--model",
+        str(checkpoint_dirs["custom_voice"]),
+        "--text",
+        "Good morning, how are you today?",
+        "--speaker",
+        "Ryan",
+        "--language",
+        "English",
+        "--seed",
+        "11",
+        "-o",
+        str(out),
+        "--codes-out",
+        str(codes_out),
+    )
+    assert result.returncode == 0, result.stderr
+    codes = np.load(codes_out)
+    assert codes.dtype == np.int64 and codes.ndim == 2 and codes.shape[1] == 16 and len(codes) >= 2
+    audio, rate = sf.read(out)
+    assert rate == 24000 and audio.shape == (len(codes) * 1920,)
+    assert np.sqrt(np.mean(audio**2)) > 0.01
+    assert f"({len(codes)} frames)" in result.stderr
+
+
+def test_synth_greedy_matches_the_library_and_reads_text_files(checkpoint_dirs, models, tmp_path):
+    from qwen3_tts_server.model.prompt import VoiceRequest
+
+    text_file = tmp_path / "text.txt"
+    text_file.write_text("巴适得很，走嘛。\n", encoding="utf-8")
+    codes_out = tmp_path / "codes.npy"
+    result = run(
+        "synth",
+        "--model",
+        str(checkpoint_dirs["custom_voice"]),
+        "--text-file",
+        str(text_file),
+        "--speaker",
+        "eric",
+        "--greedy",
+        "--max-frames",
+        "20",
+        "-o",
+        str(tmp_path / "x.wav"),
+        "--codes-out",
+        str(codes_out),
+    )
+    assert result.returncode == 0, result.stderr
+    model = models["custom_voice"]
+    expected = model.generate([VoiceRequest("巴适得很，走嘛。", "auto", "eric")], model.sampling().greedy(), 20)[0]
+    np.testing.assert_array_equal(np.load(codes_out), expected.codes)
+
+
+def test_synth_warns_when_the_budget_cuts_speech(checkpoint_dirs, tmp_path):
+    result = run(
+        "synth",
+        "--model",
+        str(checkpoint_dirs["voice_design"]),
+        "--text",
+        "A long sentence to speak here.",
+        "--instruct",
+        "Calm narrator.",
+        "--greedy",
+        "--max-frames",
+        "3",
+        "-o",
+        str(tmp_path / "x.wav"),
+    )
+    assert result.returncode == 0, result.stderr
+    assert "warning: stopped at the frame budget (3 frames)" in result.stderr
+
+
+def test_synth_errors_are_one_clear_line(checkpoint_dirs, tmp_path):
+    result = run("synth", "--model", str(checkpoint_dirs["custom_voice"]), "--text", "hi", "--speaker", "zed")
+    assert result.returncode == 2
+    assert result.stderr.strip().startswith("error: unknown speaker 'zed'") and "Traceback" not in result.stderr
+    missing = run("synth", "--model", str(tmp_path / "none"), "--text", "hi")
+    assert missing.returncode == 2 and "does not exist" in missing.stderr
+    no_file = run("synth", "--model", str(checkpoint_dirs["custom_voice"]), "--text-file", str(tmp_path / "no.txt"))
+    assert no_file.returncode == 2 and "cannot read --text-file" in no_file.stderr

@@ -1,0 +1,99 @@
+"""Behaviour of generation beyond parity: sampling settings, seeds, budgets, dtypes."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from qwen3_tts_server.errors import InvalidInputError
+from qwen3_tts_server.model.generation import MIN_FRAMES, FrameGenerator
+from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.tts_model import BUDGET_BASE_FRAMES, BUDGET_FRAMES_PER_TOKEN, Qwen3TTSModel
+
+ENGLISH = VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian")
+CHINESE = VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
+
+
+def _codes(model, requests, params, max_frames=16):
+    return [r.codes for r in model.generate(requests, params, max_frames=max_frames)]
+
+
+def test_seeded_sampling_is_reproducible_alone_and_batched(models):
+    model = models["custom_voice"]
+    alone = _codes(model, [ENGLISH], model.sampling(seed=7))[0]
+    again = _codes(model, [ENGLISH], model.sampling(seed=7))[0]
+    batched = _codes(model, [CHINESE, ENGLISH], [model.sampling(seed=99), model.sampling(seed=7)])[1]
+    other_seed = _codes(model, [ENGLISH], model.sampling(seed=8))[0]
+    np.testing.assert_array_equal(alone, again)
+    np.testing.assert_array_equal(alone, batched)
+    assert not np.array_equal(alone[: len(other_seed)], other_seed[: len(alone)])
+
+
+def test_top_k_one_and_tiny_top_p_sample_the_argmax(models):
+    model = models["custom_voice"]
+    greedy = _codes(model, [ENGLISH], model.sampling().greedy())[0]
+    top_k_one = model.sampling(top_k=1, subtalker_top_k=1, temperature=1.3, subtalker_temperature=1.3, seed=1)
+    top_p_tiny = model.sampling(top_p=1e-6, subtalker_top_p=1e-6, top_k=0, subtalker_top_k=0, seed=2)
+    np.testing.assert_array_equal(_codes(model, [ENGLISH], top_k_one)[0], greedy)
+    np.testing.assert_array_equal(_codes(model, [ENGLISH], top_p_tiny)[0], greedy)
+
+
+def test_sampling_stays_out_of_the_control_range_and_respects_the_minimum(models):
+    model = models["voice_design"]
+    request = VoiceRequest("Short.", "English", instruct="A whisper.")
+    for seed in range(6):
+        result = model.generate([request], model.sampling(seed=seed, temperature=1.5), max_frames=30)[0]
+        assert len(result.codes) >= MIN_FRAMES
+        assert result.codes.min() >= 0 and result.codes.max() < 2048
+
+
+def test_default_budget_grows_with_the_text(models):
+    model = models["custom_voice"]
+    short = model.prompts.build(VoiceRequest("Hi.", "English", "Ryan"))
+    long = model.prompts.build(VoiceRequest("Hi. " * 50, "English", "Ryan"))
+    assert model.frame_budget(short) == BUDGET_BASE_FRAMES + BUDGET_FRAMES_PER_TOKEN * short.text_tokens
+    assert model.frame_budget(long) > model.frame_budget(short) + 50 * BUDGET_FRAMES_PER_TOKEN
+
+
+def test_budget_stop_is_reported_not_silent(models):
+    model = models["custom_voice"]
+    result = model.generate([CHINESE], model.sampling().greedy(), max_frames=3)[0]
+    assert result.finish_reason == "length" and len(result.codes) == 3
+    full = model.generate([CHINESE], model.sampling().greedy(), max_frames=200)[0]
+    assert full.finish_reason == "eos" and len(full.codes) < 200
+
+
+def test_rows_join_a_running_batch_at_any_step(models):
+    """The step-wise interface: a row added mid-way gets the codes it would get alone."""
+    model = models["custom_voice"]
+    greedy = model.sampling().greedy()
+    alone = _codes(model, [CHINESE], greedy, max_frames=12)[0]
+    generator = FrameGenerator(model.talker, rows=2)
+    generator.add(model.prompts.build(ENGLISH), greedy, 30)
+    for _ in range(5):
+        generator.step()
+    late = generator.add(model.prompts.build(CHINESE), greedy, 12)
+    frames = []
+    while late in generator.active:
+        frames += [f.codes for f in generator.step().frames if f.row == late]
+    np.testing.assert_array_equal(torch.stack(frames).numpy(), alone)
+
+
+@pytest.mark.parametrize("dtype", ["bfloat16", "float16"])
+def test_half_precision_loads_and_speaks(checkpoint_dirs, dtype):
+    model = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype=dtype)
+    assert model.talker.codec_head.weight.dtype == getattr(torch, dtype)
+    result = model.generate([ENGLISH], model.sampling(seed=0), max_frames=6)[0]
+    audio = model.decode(result.codes)
+    assert audio.dtype == np.float32 and audio.shape == (len(result.codes) * 1920,)
+    assert np.isfinite(audio).all() and np.sqrt(np.mean(audio**2)) > 0.01
+
+
+@pytest.mark.parametrize(
+    "override",
+    [{"temperature": 0}, {"top_p": 0}, {"top_p": 1.5}, {"top_k": -1}, {"repetition_penalty": 0}],
+)
+def test_bad_sampling_settings_are_rejected(models, override):
+    with pytest.raises(InvalidInputError, match=next(iter(override))):
+        models["custom_voice"].sampling(**override)
