@@ -309,6 +309,8 @@ def make_test_model(directory: str | Path, size: str = "tiny", model_type: str =
         torch.manual_seed(seed)
         talker_weights = _random_talker(TTSConfig.parse(config))
         codec_weights = _random_codec(CodecDecoderConfig.parse(codec))
+    if size in ("0.6b", "1.7b"):  # stored in bfloat16, as the published checkpoints are
+        talker_weights = {k: v.to(torch.bfloat16) for k, v in talker_weights.items()}
     save_file(talker_weights, str(directory / "model.safetensors"))
     save_file(codec_weights, str(directory / "speech_tokenizer" / "model.safetensors"))
     _write_json(directory / "config.json", config)
