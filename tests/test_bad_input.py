@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import shutil
 
+import huggingface_hub.constants
 import pytest
 
 from qwen3_tts_server.errors import CheckpointError, InvalidInputError, UnsupportedModelError
@@ -102,7 +103,7 @@ def test_truncated_weights_are_reported(checkpoint_dirs, tmp_path):
 
 def test_offline_uncached_hub_id_says_how_to_pass_a_path(monkeypatch, tmp_path):
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")
-    monkeypatch.setenv("HF_HUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
     with pytest.raises(CheckpointError, match="--model PATH"):
         Qwen3TTSModel.load("Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
 
@@ -118,3 +119,17 @@ def test_bad_codes_for_the_codec(models):
         model.decode([[1, 2, 3]])
     with pytest.raises(InvalidInputError, match=r"\[0, 2048\)"):
         model.decode([[4096] * 16])
+
+
+def test_hub_id_found_in_the_local_cache_offline(checkpoint_dirs, monkeypatch, tmp_path):
+    """A hub id resolves through huggingface_hub's cache layout without any network access."""
+    revision = "0123456789abcdef0123456789abcdef01234567"
+    repo = tmp_path / "models--Example--Tiny-CustomVoice"
+    shutil.copytree(checkpoint_dirs["custom_voice"], repo / "snapshots" / revision)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text(revision)
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path))
+    model = Qwen3TTSModel.load("Example/Tiny-CustomVoice")
+    assert model.directory == repo / "snapshots" / revision
+    assert "vivian" in model.speakers
