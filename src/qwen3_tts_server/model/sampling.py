@@ -17,17 +17,18 @@ from .config import GenerationDefaults
 
 @dataclass(frozen=True)
 class SamplingParams:
-    """Settings for one request: the talker's (codebook 0) and the sub-talker's (codebooks 1..15)."""
+    """Settings for one request: the talker's (codebook 0) and the sub-talker's (codebooks 1..15).
+    Built from a checkpoint's generation_config.json by `from_defaults` (`Qwen3TTSModel.sampling`)."""
 
-    do_sample: bool = True
-    temperature: float = 0.9
-    top_k: int = 50
-    top_p: float = 1.0
-    repetition_penalty: float = 1.05
-    subtalker_do_sample: bool = True
-    subtalker_temperature: float = 0.9
-    subtalker_top_k: int = 50
-    subtalker_top_p: float = 1.0
+    do_sample: bool
+    temperature: float
+    top_k: int
+    top_p: float
+    repetition_penalty: float
+    subtalker_do_sample: bool
+    subtalker_temperature: float
+    subtalker_top_k: int
+    subtalker_top_p: float
     seed: int | None = None
 
     @classmethod
