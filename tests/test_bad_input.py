@@ -7,6 +7,7 @@ import shutil
 
 import huggingface_hub.constants
 import pytest
+import torch
 
 from qwen3_tts_server.errors import CheckpointError, InvalidInputError, UnsupportedModelError
 from qwen3_tts_server.model.prompt import VoiceRequest
@@ -133,3 +134,16 @@ def test_hub_id_found_in_the_local_cache_offline(checkpoint_dirs, monkeypatch, t
     model = Qwen3TTSModel.load("Example/Tiny-CustomVoice")
     assert model.directory == repo / "snapshots" / revision
     assert "vivian" in model.speakers
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without CUDA")
+def test_cuda_requested_without_cuda(checkpoint_dirs):
+    with pytest.raises(InvalidInputError, match="CUDA is not available"):
+        Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], device="cuda")
+
+
+def test_unknown_device_and_dtype(checkpoint_dirs):
+    with pytest.raises(InvalidInputError, match="unknown device"):
+        Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], device="tpu9")
+    with pytest.raises(InvalidInputError, match="unknown dtype"):
+        Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype="float8")

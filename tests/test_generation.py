@@ -76,7 +76,24 @@ def test_rows_join_a_running_batch_at_any_step(models):
     late = generator.add(model.prompts.build(CHINESE), greedy, 12)
     frames = []
     while late in generator.active:
-        frames += [f.codes for f in generator.step().frames if f.row == late]
+        frames += [f.codes for f in generator.step() if f.row == late]
+    np.testing.assert_array_equal(torch.stack(frames).numpy(), alone)
+
+
+def test_removed_row_frees_its_slot_without_disturbing_the_others(models):
+    model = models["custom_voice"]
+    greedy = model.sampling().greedy()
+    alone = _codes(model, [ENGLISH], greedy, max_frames=10)[0]
+    generator = FrameGenerator(model.talker, rows=2)
+    kept = generator.add(model.prompts.build(ENGLISH), greedy, 10)
+    dropped = generator.add(model.prompts.build(CHINESE), greedy, 10)
+    frames = [f.codes for f in generator.step() if f.row == kept]
+    generator.remove(dropped)
+    assert generator.active == [kept] and generator.free_rows() == [dropped]
+    reused = generator.add(model.prompts.build(CHINESE), greedy, 3)
+    assert reused == dropped
+    while kept in generator.active:
+        frames += [f.codes for f in generator.step() if f.row == kept]
     np.testing.assert_array_equal(torch.stack(frames).numpy(), alone)
 
 

@@ -38,7 +38,7 @@ class DecoderStackConfig:
         heads = int(_require(section, "num_attention_heads", where))
         if section.get("hidden_act", "silu") != "silu":
             raise UnsupportedModelError(f"{where}: hidden_act {section['hidden_act']!r} is not supported")
-        if section.get("use_sliding_window", False) and where != "speech_tokenizer decoder_config":
+        if section.get("use_sliding_window", False):
             raise UnsupportedModelError(f"{where}: sliding-window attention is not supported")
         rope_scaling = section.get("rope_scaling") or {}
         if rope_scaling.get("rope_type", rope_scaling.get("type", "default")) != "default":

@@ -9,7 +9,7 @@ reaches its frame budget. This is the interface the engine drives; nothing here 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import torch
 
@@ -44,11 +44,6 @@ class Frame:
     finished: str | None = None  # "eos" | "length"
 
 
-@dataclass
-class StepResult:
-    frames: list[Frame] = field(default_factory=list)
-
-
 class FrameGenerator:
     def __init__(self, talker: Talker, rows: int, initial_capacity: int = 256):
         self.talker = talker
@@ -57,6 +52,7 @@ class FrameGenerator:
         self.device, self.dtype = weight.device, weight.dtype
         self.cache = talker.new_cache(rows, initial_capacity, self.dtype, self.device)
         self.rows: list[_Row | None] = [None] * rows
+        # The top 1024 codec ids are control tokens (tags, speakers, languages): never generated, but EOS.
         vocab = self.cfg.vocab_size
         suppressed = torch.zeros(vocab, dtype=torch.bool, device=self.device)
         suppressed[vocab - 1024 :] = True
@@ -71,6 +67,7 @@ class FrameGenerator:
         return [i for i, row in enumerate(self.rows) if row is None]
 
     def remove(self, row: int) -> None:
+        """Drop a row (its request was cancelled); the row is free for the next `add` at once."""
         self.rows[row] = None
 
     @torch.inference_mode()
@@ -118,12 +115,12 @@ class FrameGenerator:
             r.sampled += 1
 
     @torch.inference_mode()
-    def step(self) -> StepResult:
-        """Advance every active row by one frame."""
+    def step(self) -> list[Frame]:
+        """Advance every active row by one frame; returns one frame per row that was active."""
         indices = self.active
-        result = StepResult()
+        frames: list[Frame] = []
         if not indices:
-            return result
+            return frames
         rows = [self.rows[i] for i in indices]
         code0 = torch.tensor([r.code0 for r in rows], device=self.device)
         hidden = torch.stack([r.hidden for r in rows])[:, None]
@@ -143,7 +140,7 @@ class FrameGenerator:
         rest = self.talker.code_predictor.predict(
             hidden,
             self.talker.embed_codec(code0[:, None]),
-            lambda _group, logits: choose(logits, sub_params, generators),
+            lambda logits: choose(logits, sub_params, generators),
         )
         codes = torch.cat((code0[:, None], rest), dim=1)
 
@@ -155,7 +152,7 @@ class FrameGenerator:
                 frame.finished = "length"
             else:
                 continuing.append(position)
-            result.frames.append(frame)
+            frames.append(frame)
         if continuing:
             keep = torch.tensor(continuing, device=self.device)
             inputs = self.talker.frame_embedding(codes[keep])
@@ -165,11 +162,11 @@ class FrameGenerator:
             self._sample_code0([indices[p] for p in continuing], new_hidden)
             for p in continuing:
                 if rows[p].code0 == self.cfg.codec_eos_id:
-                    result.frames[p].finished = "eos"
-        for frame in result.frames:
+                    frames[p].finished = "eos"
+        for frame in frames:
             if frame.finished:
                 self.rows[frame.row] = None
-        return result
+        return frames
 
     def _text_input(self, row: _Row) -> torch.Tensor:
         step = row.frames - 1

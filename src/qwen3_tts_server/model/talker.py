@@ -5,6 +5,8 @@ Module and parameter names mirror the official checkpoint (`talker.model.*`, `ta
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import torch
 from torch import nn
 
@@ -56,8 +58,10 @@ class CodePredictor(nn.Module):
         else:
             self.small_to_mtp_projection = nn.Identity()
 
-    def predict(self, talker_hidden: torch.Tensor, code0_embedding: torch.Tensor, pick) -> torch.Tensor:
-        """talker_hidden, code0_embedding: (B, 1, talker_hidden). `pick(group, logits) -> codes (B,)`
+    def predict(
+        self, talker_hidden: torch.Tensor, code0_embedding: torch.Tensor, pick: Callable[[torch.Tensor], torch.Tensor]
+    ) -> torch.Tensor:
+        """talker_hidden, code0_embedding: (B, 1, talker_hidden). `pick(logits) -> codes (B,)`
         chooses each codebook from its logits (greedy or sampled). Returns codes (B, G-1)."""
         groups = len(self.lm_head)
         cache = self.model.new_cache(talker_hidden.shape[0], groups + 1, talker_hidden.dtype, talker_hidden.device)
@@ -65,7 +69,7 @@ class CodePredictor(nn.Module):
         hidden = self.model.prefill(x, cache, slice(None))[:, -1]
         codes = []
         for group in range(groups):
-            code = pick(group, self.lm_head[group](hidden).float())
+            code = pick(self.lm_head[group](hidden).float())
             codes.append(code)
             if group + 1 < groups:
                 x = self.small_to_mtp_projection(self.model.codec_embedding[group](code)[:, None])

@@ -40,6 +40,18 @@ class Generated:
     finish_reason: str  # "eos" | "length"
 
 
+def parse_device(name: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise InvalidInputError(f"unknown device {name!r}: {exc}", param="device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise InvalidInputError("CUDA is not available here; use --device cpu", param="device")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise InvalidInputError(f"no CUDA device {device.index}; {torch.cuda.device_count()} available", param="device")
+    return device
+
+
 def parse_dtype(name: str) -> torch.dtype:
     try:
         return DTYPES[name]
@@ -65,14 +77,15 @@ class Qwen3TTSModel:
         self.tokenizer = tokenizer
         self.talker = talker
         self.codec = speech_tokenizer.decoder
+        self.device = talker.codec_head.weight.device
         self.prompts = PromptBuilder(config, tokenizer, talker)
 
     @classmethod
     def load(
         cls, name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
     ) -> Qwen3TTSModel:
+        device = parse_device(device)
         directory = resolve_checkpoint(name_or_path)
-        device = torch.device(device)
         dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
         config = TTSConfig.parse(read_json(directory / "config.json"))
         codec_config = CodecDecoderConfig.parse(read_json(directory / "speech_tokenizer" / "config.json"))
@@ -153,11 +166,11 @@ class Qwen3TTSModel:
         done = 0
         while generator.active:
             step = generator.step()
-            for frame in step.frames:
+            for frame in step:
                 frames[row_of[frame.row]].append(frame.codes)
                 if frame.finished:
                     reasons[row_of[frame.row]] = frame.finished
-            done += len(step.frames)
+            done += len(step)
             if on_frames:
                 on_frames(done, total_budget)
         return [
@@ -175,9 +188,7 @@ class Qwen3TTSModel:
     @torch.inference_mode()
     def decode(self, codes: np.ndarray | torch.Tensor) -> np.ndarray:
         """Codes (frames, num_quantizers) -> float32 mono audio at `sample_rate`, `samples_per_frame` a frame."""
-        codes = torch.as_tensor(
-            np.asarray(codes), dtype=torch.long, device=self.codec.quantizer.rvq_first.output_proj.weight.device
-        )
+        codes = torch.as_tensor(np.asarray(codes), dtype=torch.long, device=self.device)
         cfg = self.codec_config
         if codes.ndim != 2 or codes.shape[1] != cfg.num_quantizers:
             raise InvalidInputError(f"codes must have shape (frames, {cfg.num_quantizers}), got {tuple(codes.shape)}")
