@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 import torch
-from parity_cases import random_codes
 
+from parity_cases import random_codes
 from qwen3_tts_server.model.tts_model import CODEC_CHUNK_FRAMES
 
 
