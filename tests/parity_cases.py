@@ -16,6 +16,57 @@ CODEC_LENGTHS = (1, 9, 80)  # 80 frames spans more than the decoder's 72-frame a
 CHECKPOINTS = {
     "custom_voice": {"size": "tiny", "model_type": "custom_voice", "seed": 0},
     "voice_design": {"size": "tiny", "model_type": "voice_design", "seed": 1},
+    "base": {"size": "tiny", "model_type": "base", "seed": 2},
+}
+
+# Reference recordings for cloning, written by `write_reference`: (sample rate, channels, subtype, seconds).
+REFERENCES = {
+    "ref_16k_mono.wav": (16000, 1, "PCM_16", 2.3),
+    "ref_22k_mono.wav": (22050, 1, "PCM_16", 3.1),
+    "ref_44k_stereo.wav": (44100, 2, "PCM_16", 1.7),
+    "ref_48k_stereo_24bit.wav": (48000, 2, "PCM_24", 2.6),
+    "ref_24k_mono.flac": (24000, 1, "PCM_16", 4.0),
+}
+REF_TEXT = {
+    "ref_16k_mono.wav": "This is the voice I would like you to copy.",
+    "ref_22k_mono.wav": "我想让你模仿这个声音说话。",
+    "ref_44k_stereo.wav": "Short stereo sample.",
+    "ref_48k_stereo_24bit.wav": "A higher rate recording, twenty four bits deep.",
+    "ref_24k_mono.flac": "Lossless reference audio for the clone.",
+}
+# Each batch is one official generate_voice_clone call (default non_streaming_mode=False).
+CLONE_BATCHES = {
+    "clone_xvec_english": [
+        {
+            "text": "Hello, I am speaking with a borrowed voice.",
+            "language": "English",
+            "ref": "ref_44k_stereo.wav",
+            "x_vector_only": True,
+        }
+    ],
+    "clone_icl_chinese": [{"text": "今天我们用克隆的声音说话。", "language": "Chinese", "ref": "ref_22k_mono.wav"}],
+    "clone_icl_english": [
+        {"text": "In context cloning continues the reference.", "language": "English", "ref": "ref_16k_mono.wav"}
+    ],
+    "clone_icl_whole_text": [
+        {
+            "text": "Whole text mode for a clone.",
+            "language": "English",
+            "ref": "ref_48k_stereo_24bit.wav",
+            "whole_text": True,
+        }
+    ],
+    "clone_batch": [
+        {"text": "In context cloning continues the reference.", "language": "English", "ref": "ref_16k_mono.wav"},
+        {"text": "今天我们用克隆的声音说话。", "language": "Chinese", "ref": "ref_22k_mono.wav"},
+        {
+            "text": "Hello, I am speaking with a borrowed voice.",
+            "language": "English",
+            "ref": "ref_44k_stereo.wav",
+            "x_vector_only": True,
+        },
+        {"text": "The flac file speaks here.", "language": "Auto", "ref": "ref_24k_mono.flac"},
+    ],
 }
 
 # Each batch is one official call; single-row batches double as the "alone" runs of batched rows.
@@ -98,6 +149,25 @@ def checkpoint_digest(directory: Path) -> str:
         digest.update(str(path.relative_to(directory)).encode())
         digest.update(path.read_bytes())
     return digest.hexdigest()
+
+
+def write_reference(path: Path, name: str) -> Path:
+    """A deterministic speech-like reference: a gliding harmonic tone under a syllable-rate envelope,
+    breath noise, and quiet gaps; written with soundfile so both environments read the same bytes."""
+    import soundfile as sf
+
+    rate, channels, subtype, seconds = REFERENCES[name]
+    rng = np.random.default_rng(sum(name.encode()))
+    t = np.arange(int(rate * seconds)) / rate
+    pitch = 140 + 40 * np.sin(2 * np.pi * 0.7 * t)
+    phase = 2 * np.pi * np.cumsum(pitch) / rate
+    voice = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = np.clip(np.sin(2 * np.pi * 4 * t), 0, None) ** 0.5
+    mono = 0.2 * voice * envelope + 0.01 * rng.standard_normal(len(t))
+    data = np.stack([mono * (1 - 0.3 * c) for c in range(channels)], axis=1)
+    target = path / name
+    sf.write(target, data.astype(np.float32), rate, subtype=subtype)
+    return target
 
 
 def random_codes(frames: int, seed: int) -> np.ndarray:

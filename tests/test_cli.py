@@ -108,3 +108,88 @@ def test_synth_errors_are_one_clear_line(checkpoint_dirs, tmp_path):
     assert missing.returncode == 2 and "does not exist" in missing.stderr
     no_file = run("synth", "--model", str(checkpoint_dirs["custom_voice"]), "--text-file", str(tmp_path / "no.txt"))
     assert no_file.returncode == 2 and "cannot read --text-file" in no_file.stderr
+
+
+def test_synth_clones_from_a_file_and_reuses_the_saved_prompt(checkpoint_dirs, tmp_path):
+    from parity_cases import REF_TEXT, write_reference
+
+    ref = write_reference(tmp_path, "ref_44k_stereo.wav")
+    base = str(checkpoint_dirs["base"])
+    first, second = tmp_path / "first.npy", tmp_path / "second.npy"
+    common = (
+        "--text",
+        "Cloned speech from the command line.",
+        "--language",
+        "English",
+        "--greedy",
+        "--max-frames",
+        "10",
+    )
+    made = run(
+        "synth",
+        "--model",
+        base,
+        "--ref-audio",
+        str(ref),
+        "--ref-text",
+        REF_TEXT[ref.name],
+        "--save-voice-prompt",
+        str(tmp_path / "voice"),
+        "-o",
+        str(tmp_path / "a.wav"),
+        "--codes-out",
+        str(first),
+        *common,
+    )
+    assert made.returncode == 0, made.stderr
+    assert "cloned voice voice_" in made.stderr and "(in_context)" in made.stderr
+    reused = run(
+        "synth",
+        "--model",
+        base,
+        "--voice-prompt",
+        str(tmp_path / "voice"),
+        "-o",
+        str(tmp_path / "b.wav"),
+        "--codes-out",
+        str(second),
+        *common,
+    )
+    assert reused.returncode == 0, reused.stderr
+    np.testing.assert_array_equal(np.load(first), np.load(second))
+    audio, rate = sf.read(tmp_path / "b.wav")
+    assert rate == 24000 and len(audio) == len(np.load(second)) * 1920
+
+
+def test_synth_clone_errors(checkpoint_dirs, tmp_path):
+    from parity_cases import write_reference
+
+    ref = write_reference(tmp_path, "ref_16k_mono.wav")
+    no_text = run("synth", "--model", str(checkpoint_dirs["base"]), "--text", "hi", "--ref-audio", str(ref))
+    assert no_text.returncode == 2 and "needs ref_text" in no_text.stderr
+    wrong_model = run(
+        "synth",
+        "--model",
+        str(checkpoint_dirs["custom_voice"]),
+        "--text",
+        "hi",
+        "--speaker",
+        "vivian",
+        "--ref-audio",
+        str(ref),
+        "--x-vector-only",
+    )
+    assert wrong_model.returncode == 2 and "needs a Base checkpoint" in wrong_model.stderr
+    not_audio = tmp_path / "notes.txt"
+    not_audio.write_text("hello")
+    bad = run(
+        "synth",
+        "--model",
+        str(checkpoint_dirs["base"]),
+        "--text",
+        "hi",
+        "--ref-audio",
+        str(not_audio),
+        "--x-vector-only",
+    )
+    assert bad.returncode == 2 and "could not be decoded" in bad.stderr

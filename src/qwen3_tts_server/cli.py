@@ -21,6 +21,15 @@ def _add_synth(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--speaker", help="preset speaker (CustomVoice models), e.g. Vivian")
     p.add_argument("--language", default="auto", help="language name or auto (default)")
     p.add_argument("--instruct", help="style instruction; the voice description for VoiceDesign models")
+    clone = p.add_argument_group("voice cloning (Base models)")
+    clone.add_argument("--ref-audio", type=Path, help="reference recording to clone (wav, flac, mp3, ogg, m4a, webm)")
+    clone.add_argument("--ref-text", help="transcript of the reference (needed for in-context cloning, the default)")
+    clone.add_argument("--x-vector-only", action="store_true", help="clone from the speaker embedding alone")
+    clone.add_argument(
+        "--ref-tail-silence-ms", type=int, default=0, help="silence appended to the reference (default 0)"
+    )
+    clone.add_argument("--voice-prompt", type=Path, help="reuse a voice prompt saved with --save-voice-prompt")
+    clone.add_argument("--save-voice-prompt", type=Path, help="save the cloned voice (PATH.safetensors + PATH.json)")
     p.add_argument("--seed", type=int, help="seed for reproducible sampling")
     p.add_argument("--greedy", action="store_true", help="argmax decoding for the talker and the code predictor")
     p.add_argument("--temperature", type=float)
@@ -62,7 +71,8 @@ def _synth(args: argparse.Namespace) -> int:
     )
     if args.greedy:
         params = params.greedy()
-    request = VoiceRequest(text=text, language=args.language, speaker=args.speaker, instruct=args.instruct)
+    voice = _voice(args, model)
+    request = VoiceRequest(text=text, language=args.language, speaker=args.speaker, instruct=args.instruct, voice=voice)
     with tqdm(unit="frame", desc="generating", file=sys.stderr, leave=False, disable=None) as bar:
 
         def progress(done: int, budget: int) -> None:
@@ -71,7 +81,7 @@ def _synth(args: argparse.Namespace) -> int:
 
         result = model.generate([request], params, max_frames=args.max_frames, on_frames=progress)[0]
     generated = time.perf_counter()
-    audio = model.decode(result.codes)
+    audio = model.decode(result.codes, context=voice.ref_codes if voice is not None else None)
     done = time.perf_counter()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(args.output, audio, model.sample_rate, subtype="PCM_16")
@@ -92,6 +102,34 @@ def _synth(args: argparse.Namespace) -> int:
             file=sys.stderr,
         )
     return 0
+
+
+def _voice(args: argparse.Namespace, model):
+    """The cloned voice asked for on the command line, if any."""
+    from .audio.reference import load_reference
+    from .model.voice_prompt import VoicePrompt
+
+    if args.voice_prompt is not None:
+        if args.ref_audio is not None:
+            raise InvalidInputError("give either --voice-prompt or --ref-audio, not both")
+        return VoicePrompt.load(args.voice_prompt)
+    if args.ref_audio is None:
+        if args.ref_text or args.x_vector_only or args.save_voice_prompt:
+            raise InvalidInputError("--ref-text, --x-vector-only and --save-voice-prompt go with --ref-audio")
+        return None
+    try:
+        data = args.ref_audio.read_bytes()
+    except OSError as exc:
+        raise InvalidInputError(f"cannot read --ref-audio {args.ref_audio}: {exc}") from exc
+    started = time.perf_counter()
+    voice = model.create_voice_prompt(
+        load_reference(data, args.ref_tail_silence_ms), args.ref_text, x_vector_only=args.x_vector_only
+    )
+    print(f"cloned voice {voice.id} ({voice.mode}) in {time.perf_counter() - started:.2f} s", file=sys.stderr)
+    if args.save_voice_prompt is not None:
+        args.save_voice_prompt.parent.mkdir(parents=True, exist_ok=True)
+        voice.save(args.save_voice_prompt)
+    return voice
 
 
 def _add_make_test_model(sub: argparse._SubParsersAction) -> None:

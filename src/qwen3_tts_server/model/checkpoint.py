@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -95,3 +96,28 @@ def load_weights(
     for sub in module.modules():
         if isinstance(sub, Rotary):
             sub.reset(device)
+
+
+FINGERPRINT_FILES = (
+    "config.json",
+    "model.safetensors",
+    "speech_tokenizer/config.json",
+    "speech_tokenizer/model.safetensors",
+)
+FINGERPRINT_SPAN = 1 << 20
+
+
+def checkpoint_fingerprint(directory: Path) -> str:
+    """A cheap identity for a checkpoint's content: the configs, and the sizes, first and last MiB of the
+    weight files (headers and tensor bytes), without reading gigabytes."""
+    digest = hashlib.sha256()
+    for name in FINGERPRINT_FILES:
+        path = directory / name
+        size = path.stat().st_size
+        digest.update(f"{name}:{size}".encode())
+        with path.open("rb") as handle:
+            digest.update(handle.read(FINGERPRINT_SPAN))
+            if size > 2 * FINGERPRINT_SPAN:
+                handle.seek(-FINGERPRINT_SPAN, os.SEEK_END)
+                digest.update(handle.read())
+    return digest.hexdigest()[:16]

@@ -12,6 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from .codec_encoder import CodecEncoder, CodecEncoderConfig
 from .config import CodecDecoderConfig
 from .layers import Attention, RMSNorm, Rotary, SwiGLU
 
@@ -225,8 +226,10 @@ class CodecDecoder(nn.Module):
 
 
 class SpeechTokenizer(nn.Module):
-    """The `speech_tokenizer/` checkpoint; only its decoder is needed to speak."""
+    """The `speech_tokenizer/` checkpoint: the decoder speaks; the encoder (audio -> codes) is loaded only
+    when given its config, for voice cloning."""
 
-    def __init__(self, cfg: CodecDecoderConfig):
+    def __init__(self, cfg: CodecDecoderConfig, encoder_cfg: CodecEncoderConfig | None = None):
         super().__init__()
         self.decoder = CodecDecoder(cfg)
+        self.encoder = CodecEncoder(encoder_cfg) if encoder_cfg is not None else None

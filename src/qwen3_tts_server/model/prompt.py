@@ -20,9 +20,11 @@ from ..errors import InvalidInputError
 from .config import TTSConfig
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
+from .voice_prompt import VoicePrompt
 
 ASSISTANT_HEAD = "<|im_start|>assistant\n"
 ASSISTANT_TAIL = "<|im_end|>\n" + ASSISTANT_HEAD
+REFERENCE_TAIL = "<|im_end|>\n"
 
 
 @dataclass(frozen=True)
@@ -33,7 +35,10 @@ class VoiceRequest:
     language: str = "auto"
     speaker: str | None = None
     instruct: str | None = None
-    whole_text: bool = True  # the official default (`non_streaming_mode=True`)
+    voice: VoicePrompt | None = None  # a cloned voice (Base models)
+    # Whole text in the prompt, or fed one token per frame. None takes the official default of the model
+    # type: whole text for CustomVoice and VoiceDesign, streamed for voice cloning.
+    whole_text: bool | None = None
 
 
 @dataclass
@@ -48,12 +53,14 @@ class TalkerPrompt:
 
 
 class PromptBuilder:
-    def __init__(self, config: TTSConfig, tokenizer: TextTokenizer, talker: Talker):
+    def __init__(self, config: TTSConfig, tokenizer: TextTokenizer, talker: Talker, checkpoint: str):
         self.config = config
         self.tokenizer = tokenizer
         self.talker = talker
+        self.checkpoint = checkpoint  # fingerprint that voice prompts must carry
         self.head_ids = tokenizer.encode(ASSISTANT_HEAD)
         self.tail_ids = tokenizer.encode(ASSISTANT_TAIL)
+        self.reference_tail_ids = tokenizer.encode(REFERENCE_TAIL)
 
     @property
     def languages(self) -> list[str]:
@@ -63,13 +70,15 @@ class PromptBuilder:
     def speakers(self) -> list[str]:
         return list(self.config.talker.spk_id)
 
-    def text_ids(self, text: str) -> list[int]:
-        """Token ids of the text between the fixed assistant head and tail."""
-        ids = self.tokenizer.encode(f"{ASSISTANT_HEAD}{text}{ASSISTANT_TAIL}")
-        head, tail = len(self.head_ids), len(self.tail_ids)
-        if ids[:head] != self.head_ids or ids[-tail:] != self.tail_ids or len(ids) <= head + tail:
+    def text_ids(self, text: str, tail: str = ASSISTANT_TAIL) -> list[int]:
+        """Token ids of the text between the fixed assistant head and a tail (the official prompt is
+        tokenised whole, then sliced)."""
+        tail_ids = self.tail_ids if tail == ASSISTANT_TAIL else self.reference_tail_ids
+        ids = self.tokenizer.encode(f"{ASSISTANT_HEAD}{text}{tail}")
+        head, n_tail = len(self.head_ids), len(tail_ids)
+        if ids[:head] != self.head_ids or ids[-n_tail:] != tail_ids or len(ids) <= head + n_tail:
             raise InvalidInputError("text could not be tokenized between the prompt markers", param="text")
-        return ids[head:-tail]
+        return ids[head:-n_tail]
 
     def validate(self, request: VoiceRequest) -> VoiceRequest:
         """Check a request against this model; return it with the text stripped and names lower-cased."""
@@ -100,12 +109,24 @@ class PromptBuilder:
                 f"this {cfg.model_type} model (size {cfg.model_size or 'unknown'}) does not take an instruction",
                 param="instruct",
             )
+        voice = request.voice
         if cfg.model_type == "base":
+            if voice is None:
+                raise InvalidInputError(
+                    "a base model clones a voice from reference audio; give a voice prompt", param="voice"
+                )
+            if voice.checkpoint != self.checkpoint:
+                raise InvalidInputError(
+                    f"voice prompt {voice.id} was built with another checkpoint; build it again with this one",
+                    param="voice",
+                )
+        elif voice is not None:
             raise InvalidInputError(
-                "a base model clones a voice from reference audio; give a voice prompt", param="voice"
+                f"cloned voices need a base checkpoint; this is a {cfg.model_type} model", param="voice"
             )
+        whole_text = request.whole_text if request.whole_text is not None else cfg.model_type != "base"
         return VoiceRequest(
-            text=text, language=language, speaker=speaker, instruct=instruct, whole_text=request.whole_text
+            text=text, language=language, speaker=speaker, instruct=instruct, voice=voice, whole_text=whole_text
         )
 
     def _language_id(self, request: VoiceRequest) -> int | None:
@@ -139,6 +160,8 @@ class PromptBuilder:
         codec_parts = [talker.embed_codec(ids(tags))]
         if request.speaker is not None:
             codec_parts.append(talker.embed_codec(ids([tc.spk_id[request.speaker]])))
+        elif request.voice is not None:
+            codec_parts.append(request.voice.speaker_embedding.to(device, tts_pad.dtype).view(1, 1, -1))
         codec_parts.append(talker.embed_codec(ids([tc.codec_pad_id, tc.codec_bos_id])))
         codec = torch.cat(codec_parts, dim=1)
 
@@ -150,7 +173,10 @@ class PromptBuilder:
         parts.append(talker.embed_text(ids(self.head_ids)))
         text_overlay = torch.cat((tts_pad.expand(-1, codec.shape[1] - 2, -1), tts_bos), dim=1)
         parts.append(text_overlay + codec[:, :-1])
-        if request.whole_text:
+        if request.voice is not None and request.voice.in_context:
+            icl, trailing = self._in_context(request, text_ids, tts_eos, tts_pad)
+            parts.append(icl)
+        elif request.whole_text:
             text = torch.cat((talker.embed_text(ids(text_ids)), tts_eos), dim=1)
             parts.append(text + talker.embed_codec(ids([tc.codec_pad_id] * (len(text_ids) + 1))))
             parts.append(tts_pad + talker.embed_codec(ids([tc.codec_bos_id])))
@@ -161,3 +187,25 @@ class PromptBuilder:
         return TalkerPrompt(
             prefill=torch.cat(parts, dim=1)[0], trailing=trailing, pad=tts_pad[0, 0], text_tokens=len(text_ids)
         )
+
+    def _in_context(
+        self, request: VoiceRequest, text_ids: list[int], tts_eos: torch.Tensor, tts_pad: torch.Tensor
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """In-context cloning: the reference transcript then the new text, against codec_bos and the
+        reference speech's frames. Returns (prompt part (1, T, H), trailing text (N, H))."""
+        talker, tc = self.talker, self.config.talker
+        device = tts_pad.device
+        voice = request.voice
+        ref_ids = self.text_ids(voice.ref_text, tail=REFERENCE_TAIL)
+        both = torch.tensor([ref_ids + text_ids], dtype=torch.long, device=device)
+        text = torch.cat((talker.embed_text(both), tts_eos), dim=1)
+        bos = talker.embed_codec(torch.tensor([[tc.codec_bos_id]], device=device))
+        speech = talker.frame_embedding(voice.ref_codes.to(device)).transpose(0, 1)
+        codec = torch.cat((bos, speech), dim=1)
+        if request.whole_text:
+            pads = talker.embed_codec(torch.full((1, text.shape[1]), tc.codec_pad_id, device=device))
+            return torch.cat((text + pads, codec + tts_pad), dim=1), tts_pad[0, :0]
+        if text.shape[1] > codec.shape[1]:
+            return text[:, : codec.shape[1]] + codec, text[0, codec.shape[1] :]
+        padded = torch.cat((text, tts_pad.expand(-1, codec.shape[1] - text.shape[1], -1)), dim=1)
+        return padded + codec, tts_pad[0, :0]

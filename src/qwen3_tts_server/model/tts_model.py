@@ -10,17 +10,22 @@ from pathlib import Path
 
 import numpy as np
 import torch
+from torch import nn
 
+from ..audio.reference import ReferenceAudio
 from ..errors import InvalidInputError
-from .checkpoint import load_weights, read_json, resolve_checkpoint
+from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
+from .codec_encoder import CodecEncoderConfig
 from .config import CodecDecoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
 from .layers import fuse_projections
 from .prompt import PromptBuilder, TalkerPrompt, VoiceRequest
 from .sampling import SamplingParams
+from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
+from .voice_prompt import Mode, VoicePrompt, voice_prompt_id
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Frame budget when the caller sets none: generous for slow speech (a frame is 80 ms; a text token is
@@ -59,6 +64,17 @@ def parse_dtype(name: str) -> torch.dtype:
         raise InvalidInputError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
 
 
+class TTSWeights(nn.Module):
+    """The modules of model.safetensors: the talker and, for Base models, the speaker encoder."""
+
+    def __init__(self, config: TTSConfig):
+        super().__init__()
+        self.talker = Talker(config.talker)
+        self.speaker_encoder = (
+            SpeakerEncoder(SpeakerEncoderConfig.parse(config.speaker_encoder)) if config.model_type == "base" else None
+        )
+
+
 class Qwen3TTSModel:
     def __init__(
         self,
@@ -67,18 +83,22 @@ class Qwen3TTSModel:
         codec_config: CodecDecoderConfig,
         defaults: GenerationDefaults,
         tokenizer: TextTokenizer,
-        talker: Talker,
+        weights: TTSWeights,
         speech_tokenizer: SpeechTokenizer,
+        fingerprint: str,
     ):
         self.directory = directory
         self.config = config
         self.codec_config = codec_config
         self.defaults = defaults
         self.tokenizer = tokenizer
-        self.talker = talker
+        self.talker = weights.talker
+        self.speaker_encoder = weights.speaker_encoder
         self.codec = speech_tokenizer.decoder
-        self.device = talker.codec_head.weight.device
-        self.prompts = PromptBuilder(config, tokenizer, talker)
+        self.codec_encoder = speech_tokenizer.encoder
+        self.fingerprint = fingerprint
+        self.device = self.talker.codec_head.weight.device
+        self.prompts = PromptBuilder(config, tokenizer, self.talker, fingerprint)
 
     @classmethod
     def load(
@@ -88,25 +108,36 @@ class Qwen3TTSModel:
         directory = resolve_checkpoint(name_or_path)
         dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
         config = TTSConfig.parse(read_json(directory / "config.json"))
-        codec_config = CodecDecoderConfig.parse(read_json(directory / "speech_tokenizer" / "config.json"))
+        codec_raw = read_json(directory / "speech_tokenizer" / "config.json")
+        codec_config = CodecDecoderConfig.parse(codec_raw)
+        # The codec encoder only serves voice cloning, so only Base models load it.
+        encoder_config = CodecEncoderConfig.parse(codec_raw) if config.model_type == "base" else None
         defaults = GenerationDefaults.parse(read_json(directory / "generation_config.json"))
         tokenizer = TextTokenizer.from_directory(directory)
         with torch.device("meta"):
-            holder = torch.nn.Module()
-            holder.talker = Talker(config.talker)
-            speech_tokenizer = SpeechTokenizer(codec_config)
-        load_weights(holder, directory / "model.safetensors", device, dtype, prefixes=("talker.",))
+            weights = TTSWeights(config)
+            speech_tokenizer = SpeechTokenizer(codec_config, encoder_config)
+        load_weights(weights, directory / "model.safetensors", device, dtype, prefixes=("talker.", "speaker_encoder."))
         load_weights(
             speech_tokenizer,
             directory / "speech_tokenizer" / "model.safetensors",
             device,
             dtype,
-            prefixes=("decoder.",),
+            prefixes=("decoder.", "encoder."),
         )
-        for module in (holder, speech_tokenizer):
+        for module in (weights, speech_tokenizer):
             fuse_projections(module)
             module.eval()
-        return cls(directory, config, codec_config, defaults, tokenizer, holder.talker, speech_tokenizer)
+        return cls(
+            directory,
+            config,
+            codec_config,
+            defaults,
+            tokenizer,
+            weights,
+            speech_tokenizer,
+            checkpoint_fingerprint(directory),
+        )
 
     @property
     def model_type(self) -> str:
@@ -186,9 +217,14 @@ class Qwen3TTSModel:
         return cfg.stack.num_hidden_layers * (cfg.sliding_window - 1) + 2 + 16
 
     @torch.inference_mode()
-    def decode(self, codes: np.ndarray | torch.Tensor) -> np.ndarray:
-        """Codes (frames, num_quantizers) -> float32 mono audio at `sample_rate`, `samples_per_frame` a frame."""
+    def decode(self, codes: np.ndarray | torch.Tensor, context: np.ndarray | torch.Tensor | None = None) -> np.ndarray:
+        """Codes (frames, num_quantizers) -> float32 mono audio at `sample_rate`, `samples_per_frame` a frame.
+        `context`: codes that precede them (an in-context voice's reference), decoded but not returned."""
         codes = torch.as_tensor(np.asarray(codes), dtype=torch.long, device=self.device)
+        if context is not None:
+            skip = len(context) * self.samples_per_frame
+            context = torch.as_tensor(np.asarray(context), dtype=torch.long, device=self.device)
+            return self.decode(torch.cat((context, codes)))[skip:]
         cfg = self.codec_config
         if codes.ndim != 2 or codes.shape[1] != cfg.num_quantizers:
             raise InvalidInputError(f"codes must have shape (frames, {cfg.num_quantizers}), got {tuple(codes.shape)}")
@@ -205,6 +241,38 @@ class Qwen3TTSModel:
         if not pieces:
             return np.zeros(0, dtype=np.float32)
         return torch.cat(pieces).float().cpu().numpy()
+
+    @torch.inference_mode()
+    def create_voice_prompt(
+        self, reference: ReferenceAudio, ref_text: str | None = None, x_vector_only: bool = False
+    ) -> VoicePrompt:
+        """Clone a voice from reference audio (Base models): the speaker embedding, plus in in-context mode
+        (the default) the reference's codec codes and its transcript `ref_text`."""
+        if self.speaker_encoder is None or self.codec_encoder is None:
+            raise InvalidInputError(
+                f"voice cloning needs a Base checkpoint (Qwen3-TTS-12Hz-*-Base); this is a {self.model_type} model",
+                param="model",
+            )
+        ref_text = (ref_text or "").strip() or None
+        if not x_vector_only and ref_text is None:
+            raise InvalidInputError(
+                "in-context cloning needs ref_text, the transcript of the reference audio "
+                "(or use x-vector-only mode, which needs none)",
+                param="ref_text",
+            )
+        mode: Mode = "x_vector" if x_vector_only else "in_context"
+        samples = torch.from_numpy(reference.samples)
+        # The mel front end runs on the CPU in float32, as the official one does; the encoder on the device.
+        embedding = self.speaker_encoder.embed(samples).float().cpu()
+        codes = None if x_vector_only else self.codec_encoder.encode(samples[None].to(self.device))[0].cpu()
+        return VoicePrompt(
+            id=voice_prompt_id(reference.sha256, ref_text, mode, self.fingerprint),
+            mode=mode,
+            checkpoint=self.fingerprint,
+            speaker_embedding=embedding,
+            ref_codes=codes,
+            ref_text=None if x_vector_only else ref_text,
+        )
 
     def frames_to_seconds(self, frames: int) -> float:
         return frames * self.samples_per_frame / self.sample_rate

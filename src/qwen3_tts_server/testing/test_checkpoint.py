@@ -17,12 +17,16 @@ import torch
 from safetensors.torch import save_file
 
 from ..model.codec import SpeechTokenizer
+from ..model.codec_encoder import CodecEncoderConfig
 from ..model.config import CodecDecoderConfig, TTSConfig
+from ..model.speaker_encoder import SpeakerEncoderConfig
 from ..model.talker import Talker
+from .codec_encoder_weights import random_encoder_weights
 from .qwen_vocabulary import TEXT_VOCAB_SIZE, added_token_id, tokenizer_config, vocabulary_files
+from .speaker_encoder_weights import random_speaker_encoder_weights
 
 SIZES = ("tiny", "small", "0.6b", "1.7b")
-TYPES = ("custom_voice", "voice_design")
+TYPES = ("custom_voice", "base", "voice_design")
 FIRST_ADDED_ID = 151643
 
 # Codec control ids of the real checkpoints (pad, bos, eos, think, nothink as published; think_bos,
@@ -161,8 +165,28 @@ def _talker_config(d: Dimensions, model_type: str) -> dict[str, Any]:
     }
 
 
-def _config(d: Dimensions, model_type: str) -> dict[str, Any]:
+def _speaker_encoder_config(d: Dimensions) -> dict[str, Any]:
+    if d.size_tag in ("tiny", "small"):
+        channels, attention = [32, 32, 32, 32, 96], 16
+    else:  # the official defaults
+        channels, attention = [512, 512, 512, 512, 1536], 128
     return {
+        "mel_dim": 128,
+        "enc_dim": d.hidden,
+        "enc_channels": channels,
+        "enc_kernel_sizes": [5, 3, 3, 3, 1],
+        "enc_dilations": [1, 2, 3, 4, 1],
+        "enc_attention_channels": attention,
+        "enc_res2net_scale": 8,
+        "enc_se_channels": attention,
+        "sample_rate": 24000,
+    }
+
+
+def _config(d: Dimensions, model_type: str) -> dict[str, Any]:
+    extra = {"speaker_encoder_config": _speaker_encoder_config(d)} if model_type == "base" else {}
+    return {
+        **extra,
         "architectures": ["Qwen3TTSForConditionalGeneration"],
         "model_type": "qwen3_tts",
         "tts_model_type": model_type,
@@ -193,40 +217,7 @@ def _speech_tokenizer_config(d: Dimensions) -> dict[str, Any]:
         "upsampling_ratios": [2, 2],
         "attention_dropout": 0.0,
     }
-    # A small Mimi encoder description; its weights come with voice cloning (Base models).
-    encoder = {
-        "model_type": "mimi",
-        "sampling_rate": 24000,
-        "frame_rate": 12.5,
-        "audio_channels": 1,
-        "hidden_size": 64,
-        "num_filters": 8,
-        "num_residual_layers": 1,
-        "upsampling_ratios": [8, 6, 5, 4],
-        "kernel_size": 7,
-        "last_kernel_size": 3,
-        "residual_kernel_size": 3,
-        "dilation_growth_rate": 2,
-        "use_causal_conv": True,
-        "pad_mode": "constant",
-        "compress": 2,
-        "trim_right_ratio": 1.0,
-        "codebook_size": 2048,
-        "codebook_dim": 64,
-        "num_quantizers": 32,
-        "use_conv_shortcut": False,
-        "vector_quantization_hidden_dimension": 64,
-        "num_semantic_quantizers": 1,
-        "upsample_groups": 64,
-        "num_hidden_layers": 1,
-        "intermediate_size": 128,
-        "num_attention_heads": 4,
-        "num_key_value_heads": 4,
-        "head_dim": 16,
-        "max_position_embeddings": 8000,
-        "sliding_window": 250,
-        "rope_theta": 10000.0,
-    }
+    encoder = REAL_MIMI if d.size_tag in ("0b6", "1b7") else TINY_MIMI
     return {
         "architectures": ["Qwen3TTSTokenizerV2Model"],
         "model_type": "qwen3_tts_tokenizer_12hz",
@@ -238,6 +229,57 @@ def _speech_tokenizer_config(d: Dimensions) -> dict[str, Any]:
         "decoder_config": decoder,
         "encoder_config": encoder,
     }
+
+
+# The encoder (audio -> codes, for voice cloning) is a Mimi model; the real one has Mimi's published
+# dimensions (12.5 Hz, 32 quantizers of which 16 are used), the tiny one the same layout made small.
+TINY_MIMI = {
+    "model_type": "mimi",
+    "sampling_rate": 24000,
+    "frame_rate": 12.5,
+    "audio_channels": 1,
+    "hidden_size": 64,
+    "num_filters": 8,
+    "num_residual_layers": 1,
+    "upsampling_ratios": [8, 6, 5, 4],
+    "kernel_size": 7,
+    "last_kernel_size": 3,
+    "residual_kernel_size": 3,
+    "dilation_growth_rate": 2,
+    "use_causal_conv": True,
+    "pad_mode": "constant",
+    "compress": 2,
+    "trim_right_ratio": 1.0,
+    "codebook_size": 2048,
+    "codebook_dim": 64,
+    "num_quantizers": 32,
+    "use_conv_shortcut": False,
+    "vector_quantization_hidden_dimension": 64,
+    "num_semantic_quantizers": 1,
+    "upsample_groups": 64,
+    "num_hidden_layers": 1,
+    "intermediate_size": 128,
+    "num_attention_heads": 4,
+    "num_key_value_heads": 4,
+    "head_dim": 16,
+    "max_position_embeddings": 8000,
+    "sliding_window": 250,
+    "rope_theta": 10000.0,
+}
+
+REAL_MIMI = {
+    **TINY_MIMI,
+    "hidden_size": 512,
+    "num_filters": 64,
+    "codebook_dim": 256,
+    "vector_quantization_hidden_dimension": 256,
+    "upsample_groups": 512,
+    "num_hidden_layers": 8,
+    "intermediate_size": 2048,
+    "num_attention_heads": 8,
+    "num_key_value_heads": 8,
+    "head_dim": 64,
+}
 
 
 PREPROCESSOR_CONFIG = {
@@ -305,10 +347,16 @@ def make_test_model(directory: str | Path, size: str = "tiny", model_type: str =
     dims = DIMENSIONS[size]
     config = _config(dims, model_type)
     codec = _speech_tokenizer_config(dims)
+    tts_config = TTSConfig.parse(config)
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        talker_weights = _random_talker(TTSConfig.parse(config))
+        talker_weights = _random_talker(tts_config)
         codec_weights = _random_codec(CodecDecoderConfig.parse(codec))
+    generator = torch.Generator().manual_seed(seed)
+    codec_weights |= random_encoder_weights(CodecEncoderConfig.parse(codec), generator)
+    if model_type == "base":
+        speaker_config = SpeakerEncoderConfig.parse(tts_config.speaker_encoder)
+        talker_weights |= random_speaker_encoder_weights(speaker_config, generator)
     if size in ("0.6b", "1.7b"):  # stored in bfloat16, as the published checkpoints are
         talker_weights = {k: v.to(torch.bfloat16) for k, v in talker_weights.items()}
     save_file(talker_weights, str(directory / "model.safetensors"))

@@ -1,0 +1,1 @@
+"""Audio handling: reference intake (and, later, output encoding)."""
