@@ -36,7 +36,7 @@ _PAD_MODES = ("constant", "replicate", "reflect")
 _WHERE = "speech_tokenizer encoder_config"
 
 # MimiConfig's defaults (transformers configuration_mimi.py). None means "derived from other fields".
-_MIMI_DEFAULTS: dict[str, Any] = {
+MIMI_DEFAULTS: dict[str, Any] = {
     "sampling_rate": 24000,
     "frame_rate": None,
     "audio_channels": 1,
@@ -72,7 +72,7 @@ _MIMI_DEFAULTS: dict[str, Any] = {
 
 
 def _field(section: dict[str, Any], key: str, kind: type, where: str = _WHERE) -> Any:
-    value = section.get(key, _MIMI_DEFAULTS.get(key))
+    value = section.get(key, MIMI_DEFAULTS.get(key))
     try:
         if kind is bool:
             if not isinstance(value, bool):
@@ -153,9 +153,9 @@ class CodecEncoderConfig:
             upsampling_ratios = tuple(int(r) for r in ratios)
         except (TypeError, ValueError):
             raise CheckpointError(f"{_WHERE}: field 'upsampling_ratios' has an invalid value {ratios!r}") from None
-        codebook_dim = section.get("codebook_dim", _MIMI_DEFAULTS["codebook_dim"])
+        codebook_dim = section.get("codebook_dim", MIMI_DEFAULTS["codebook_dim"])
         head_dim = section.get("head_dim")
-        sliding_window = section.get("sliding_window", _MIMI_DEFAULTS["sliding_window"])
+        sliding_window = section.get("sliding_window", MIMI_DEFAULTS["sliding_window"])
         cfg = cls(
             sampling_rate=_field(section, "sampling_rate", int),
             hidden_size=hidden,

@@ -17,7 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..model.codec import SpeechTokenizer
-from ..model.codec_encoder import CodecEncoderConfig
+from ..model.codec_encoder import MIMI_DEFAULTS, CodecEncoderConfig
 from ..model.config import CodecDecoderConfig, TTSConfig
 from ..model.speaker_encoder import SpeakerEncoderConfig
 from ..model.talker import Talker
@@ -231,54 +231,28 @@ def _speech_tokenizer_config(d: Dimensions) -> dict[str, Any]:
     }
 
 
-# The encoder (audio -> codes, for voice cloning) is a Mimi model; the real one has Mimi's published
-# dimensions (12.5 Hz, 32 quantizers of which 16 are used), the tiny one the same layout made small.
-TINY_MIMI = {
+# The encoder (audio -> codes, for voice cloning) is a Mimi model: the real one as published (MimiConfig's
+# defaults, 12.5 Hz, 32 quantizers of which 16 are used), the tiny one the same layout made small.
+REAL_MIMI = {
     "model_type": "mimi",
-    "sampling_rate": 24000,
+    **{key: value for key, value in MIMI_DEFAULTS.items() if value is not None},
     "frame_rate": 12.5,
-    "audio_channels": 1,
+    "upsampling_ratios": [8, 6, 5, 4],
+    "head_dim": 64,
+    "upsample_groups": 512,  # decoder-side; the official class builds (then drops) that part
+}
+TINY_MIMI = {
+    **REAL_MIMI,
     "hidden_size": 64,
     "num_filters": 8,
-    "num_residual_layers": 1,
-    "upsampling_ratios": [8, 6, 5, 4],
-    "kernel_size": 7,
-    "last_kernel_size": 3,
-    "residual_kernel_size": 3,
-    "dilation_growth_rate": 2,
-    "use_causal_conv": True,
-    "pad_mode": "constant",
-    "compress": 2,
-    "trim_right_ratio": 1.0,
-    "codebook_size": 2048,
     "codebook_dim": 64,
-    "num_quantizers": 32,
-    "use_conv_shortcut": False,
     "vector_quantization_hidden_dimension": 64,
-    "num_semantic_quantizers": 1,
-    "upsample_groups": 64,
     "num_hidden_layers": 1,
     "intermediate_size": 128,
     "num_attention_heads": 4,
     "num_key_value_heads": 4,
     "head_dim": 16,
-    "max_position_embeddings": 8000,
-    "sliding_window": 250,
-    "rope_theta": 10000.0,
-}
-
-REAL_MIMI = {
-    **TINY_MIMI,
-    "hidden_size": 512,
-    "num_filters": 64,
-    "codebook_dim": 256,
-    "vector_quantization_hidden_dimension": 256,
-    "upsample_groups": 512,
-    "num_hidden_layers": 8,
-    "intermediate_size": 2048,
-    "num_attention_heads": 8,
-    "num_key_value_heads": 8,
-    "head_dim": 64,
+    "upsample_groups": 64,
 }
 
 
