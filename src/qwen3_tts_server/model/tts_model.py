@@ -7,12 +7,12 @@ import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
 from torch import nn
 
-from ..audio.reference import ReferenceAudio
 from ..errors import InvalidInputError
 from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
@@ -26,6 +26,9 @@ from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
 from .voice_prompt import Mode, VoicePrompt, voice_prompt_id
+
+if TYPE_CHECKING:  # only the type: the model layer does no audio I/O
+    from ..audio.reference import ReferenceAudio
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Frame budget when the caller sets none: generous for slow speech (a frame is 80 ms; a text token is
