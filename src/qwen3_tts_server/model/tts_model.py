@@ -16,6 +16,7 @@ from torch import nn
 from ..errors import InvalidInputError
 from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
+from .codec_stream import StreamingCodecDecoder
 from .codec_encoder import CodecEncoderConfig
 from .config import CodecDecoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
@@ -35,8 +36,7 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 # usually spoken in 2-4 frames), never a cut-off for long input since it grows with the text.
 BUDGET_BASE_FRAMES = 40
 BUDGET_FRAMES_PER_TOKEN = 8
-# Frames decoded per codec pass; longer code sequences are decoded in pieces with enough left context
-# to cover the decoder's whole receptive field, so the pieces join exactly.
+# Frames per codec pass when decoding whole sequences (pieces join exactly: the decoder is incremental).
 CODEC_CHUNK_FRAMES = 300
 
 
@@ -98,6 +98,7 @@ class Qwen3TTSModel:
         self.talker = weights.talker
         self.speaker_encoder = weights.speaker_encoder
         self.codec = speech_tokenizer.decoder
+        self.codec_stream = StreamingCodecDecoder(self.codec)
         self.codec_encoder = speech_tokenizer.encoder
         self.fingerprint = fingerprint
         self.device = self.talker.codec_head.weight.device
@@ -212,38 +213,34 @@ class Qwen3TTSModel:
             for f, reason in zip(frames, reasons, strict=True)
         ]
 
-    @property
-    def codec_context_frames(self) -> int:
-        """Left context that covers the decoder's receptive field: the sliding-window transformer, the
-        pre-conv, and a margin for the upsampling convolutions (under 12 frames for the real decoder)."""
-        cfg = self.codec_config
-        return cfg.stack.num_hidden_layers * (cfg.sliding_window - 1) + 2 + 16
-
     @torch.inference_mode()
     def decode(self, codes: np.ndarray | torch.Tensor, context: np.ndarray | torch.Tensor | None = None) -> np.ndarray:
         """Codes (frames, num_quantizers) -> float32 mono audio at `sample_rate`, `samples_per_frame` a frame.
-        `context`: codes that precede them (an in-context voice's reference), decoded but not returned."""
-        codes = torch.as_tensor(np.asarray(codes), dtype=torch.long, device=self.device)
+        `context`: codes that precede them (an in-context voice's reference), decoded but not returned.
+        Long sequences go through the incremental decoder in pieces, so memory stays bounded and nothing
+        is decoded twice."""
+        codes = self._check_codes(codes)
+        state = self.codec_stream.new_state()
         if context is not None:
-            skip = len(context) * self.samples_per_frame
-            context = torch.as_tensor(np.asarray(context), dtype=torch.long, device=self.device)
-            return self.decode(torch.cat((context, codes)))[skip:]
+            context = self._check_codes(context)
+            for start in range(0, len(context), CODEC_CHUNK_FRAMES):
+                self.codec_stream.decode([state], context[None, start : start + CODEC_CHUNK_FRAMES])
+        pieces = [
+            self.codec_stream.decode([state], codes[None, start : start + CODEC_CHUNK_FRAMES])[0]
+            for start in range(0, len(codes), CODEC_CHUNK_FRAMES)
+        ]
+        if not pieces:
+            return np.zeros(0, dtype=np.float32)
+        return torch.cat(pieces).float().cpu().numpy()
+
+    def _check_codes(self, codes: np.ndarray | torch.Tensor) -> torch.Tensor:
         cfg = self.codec_config
+        codes = torch.as_tensor(np.asarray(codes), dtype=torch.long, device=self.device)
         if codes.ndim != 2 or codes.shape[1] != cfg.num_quantizers:
             raise InvalidInputError(f"codes must have shape (frames, {cfg.num_quantizers}), got {tuple(codes.shape)}")
         if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= cfg.codebook_size):
             raise InvalidInputError(f"codes must lie in [0, {cfg.codebook_size})")
-        frames = codes.shape[0]
-        context = self.codec_context_frames
-        pieces = []
-        for start in range(0, frames, CODEC_CHUNK_FRAMES):
-            end = min(start + CODEC_CHUNK_FRAMES, frames)
-            left = min(start, context)
-            audio = self.codec(codes[start - left : end].T[None])[0]
-            pieces.append(audio[left * cfg.samples_per_frame :])
-        if not pieces:
-            return np.zeros(0, dtype=np.float32)
-        return torch.cat(pieces).float().cpu().numpy()
+        return codes
 
     @torch.inference_mode()
     def create_voice_prompt(

@@ -1,0 +1,143 @@
+"""Incremental codec decoding: new frames in, their audio out, never re-decoding what came before.
+
+Every stage of the 12 Hz decoder is causal, so each keeps just the state its next input needs:
+- a causal convolution keeps the last (kernel - 1) * dilation input samples;
+- a transposed convolution keeps the part of its output that the next input still adds to
+  (kernel - stride samples), which the offline decode trims from the end;
+- each sliding-window attention layer keeps the keys and values of the last window - 1 frames.
+Concatenated chunks equal the offline decode of all the codes (up to float rounding, ~1e-7).
+Rows with independent histories and positions are decoded together in one batch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+from .codec import (
+    CausalConv,
+    CausalTransposedConv,
+    CodecDecoder,
+    CodecTransformer,
+    ConvNeXtBlock,
+    ResidualUnit,
+    SnakeBeta,
+    UpsampleBlock,
+)
+
+
+@dataclass
+class CodecStreamState:
+    """One stream's decoder state: a buffer per stateful module, and how many frames it has decoded."""
+
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
+    frames: int = 0
+
+
+class StreamingCodecDecoder:
+    def __init__(self, codec: CodecDecoder):
+        self.codec = codec
+        self.window = codec.cfg.sliding_window
+        self.samples_per_frame = codec.cfg.samples_per_frame
+        self._names = {module: name for name, module in codec.named_modules()}
+
+    def new_state(self) -> CodecStreamState:
+        """Zero history: exactly the zero padding the offline decode puts before the first frame."""
+        param = self.codec.pre_conv.conv.weight
+        state = CodecStreamState()
+        for name, module in self.codec.named_modules():
+            if isinstance(module, CausalConv) and module.left:
+                state.buffers[name] = param.new_zeros(1, module.conv.in_channels, module.left)
+            elif isinstance(module, CausalTransposedConv) and module.trim:
+                state.buffers[name] = param.new_zeros(1, module.conv.out_channels, module.trim)
+        for i, layer in enumerate(self.codec.pre_transformer.layers):
+            attn = layer.self_attn
+            shape = (1, attn.kv_heads, self.window - 1, attn.head_dim)
+            state.buffers[f"kv{i}.k"] = param.new_zeros(shape)
+            state.buffers[f"kv{i}.v"] = param.new_zeros(shape)
+        return state
+
+    @torch.inference_mode()
+    def decode(self, states: list[CodecStreamState], codes: torch.Tensor) -> torch.Tensor:
+        """Decode the next n frames of each stream: codes (B, n, num_quantizers) -> audio (B, n * 1920)."""
+        n = codes.shape[1]
+        buffers = {key: torch.cat([s.buffers[key] for s in states]) for key in states[0].buffers}
+        positions = torch.tensor([s.frames for s in states], device=codes.device)
+        codec = self.codec
+        x = codec.quantizer.decode(codes.transpose(1, 2))
+        x = self._conv(codec.pre_conv, x, buffers)
+        x = self._transformer(codec.pre_transformer, x.transpose(1, 2), positions, buffers).transpose(1, 2)
+        for transposed, convnext in codec.upsample:
+            x = self._convnext(convnext, self._transposed(transposed, x, buffers), buffers)
+        for stage in codec.decoder:
+            x = self._stage(stage, x, buffers)
+        audio = x.clamp(-1, 1)[:, 0]
+        for row, state in enumerate(states):
+            for key, value in buffers.items():
+                state.buffers[key] = value[row : row + 1]
+            state.frames += n
+        return audio
+
+    def _stage(self, module: nn.Module, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
+        if isinstance(module, CausalConv):
+            return self._conv(module, x, buffers)
+        if isinstance(module, SnakeBeta):
+            return module(x)
+        if isinstance(module, UpsampleBlock):
+            x = self._transposed(module.block[1], module.block[0](x), buffers)
+            for unit in module.block[2:]:
+                x = self._residual(unit, x, buffers)
+            return x
+        raise TypeError(f"no streaming rule for {type(module).__name__}")
+
+    def _conv(self, conv: CausalConv, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
+        if not conv.left:
+            return conv.conv(x)
+        key = self._names[conv]
+        extended = torch.cat((buffers[key], x), dim=-1)
+        buffers[key] = extended[..., -conv.left :]
+        return conv.conv(extended)
+
+    def _transposed(self, tconv: CausalTransposedConv, x: torch.Tensor, buffers: dict[str, torch.Tensor]):
+        if not tconv.trim:
+            return tconv.conv(x)
+        key = self._names[tconv]
+        conv = tconv.conv
+        raw = F.conv_transpose1d(x, conv.weight, None, stride=conv.stride[0])
+        raw[..., : tconv.trim] += buffers[key]
+        complete = x.shape[-1] * conv.stride[0]
+        buffers[key] = raw[..., complete:]
+        return raw[..., :complete] + conv.bias[None, :, None]
+
+    def _convnext(self, block: ConvNeXtBlock, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
+        y = block.norm(self._conv(block.dwconv, x, buffers).transpose(1, 2))
+        y = block.gamma * block.pwconv2(F.gelu(block.pwconv1(y)))
+        return x + y.transpose(1, 2)
+
+    def _residual(self, unit: ResidualUnit, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
+        y = self._conv(unit.conv1, unit.act1(x), buffers)
+        return x + unit.conv2(unit.act2(y))
+
+    def _transformer(
+        self, model: CodecTransformer, x: torch.Tensor, positions: torch.Tensor, buffers: dict[str, torch.Tensor]
+    ) -> torch.Tensor:
+        """x (B, n, latent) at frames positions[b] + [0, n): attends to the kept window and the new frames."""
+        n, history = x.shape[1], self.window - 1
+        x = model.input_proj(x)
+        query_pos = positions[:, None] + torch.arange(n, device=x.device)
+        key_pos = torch.cat((positions[:, None] - history + torch.arange(history, device=x.device), query_pos), 1)
+        offset = query_pos[:, :, None] - key_pos[:, None, :]
+        mask = ((key_pos[:, None, :] >= 0) & (offset >= 0) & (offset < self.window))[:, None]
+        cos, sin = model.rotary(query_pos, x.dtype)
+        for i, layer in enumerate(model.layers):
+            attn = layer.self_attn
+            q, k, v = attn.project(layer.input_layernorm(x), cos, sin)
+            keys = torch.cat((buffers[f"kv{i}.k"], k), dim=2)
+            values = torch.cat((buffers[f"kv{i}.v"], v), dim=2)
+            buffers[f"kv{i}.k"], buffers[f"kv{i}.v"] = keys[:, :, -history:], values[:, :, -history:]
+            x = x + layer.self_attn_layer_scale(attn.attend(q, keys, values, mask))
+            x = x + layer.mlp_layer_scale(layer.mlp(layer.post_attention_layernorm(x)))
+        return model.output_proj(model.norm(x))
