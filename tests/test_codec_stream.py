@@ -7,8 +7,8 @@ import itertools
 import numpy as np
 import pytest
 import torch
-from parity_cases import random_codes
 
+from parity_cases import random_codes
 from qwen3_tts_server.model.codec_stream import StreamingCodecDecoder
 
 
