@@ -29,3 +29,28 @@ class UnsupportedModelError(CheckpointError):
     """The checkpoint is readable but is not a model this server can run."""
 
     code = "unsupported_model"
+
+
+class EngineBusyError(TTSError):
+    """The wait queue is full; the API answers 503 with Retry-After."""
+
+    status = 503
+    code = "server_busy"
+
+    def __init__(self, message: str, retry_after: float = 1.0):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class RequestTimeoutError(TTSError):
+    """A request ran past its time limit and was stopped."""
+
+    status = 504
+    code = "timeout"
+
+
+class EngineStoppedError(TTSError):
+    """The engine was shut down before the request finished."""
+
+    status = 503
+    code = "engine_stopped"

@@ -1,0 +1,267 @@
+"""The engine thread: admission, continuous batching at frame boundaries, streaming chunks to asyncio.
+
+One thread owns the model. Each iteration it expires cancelled and timed-out jobs, admits waiting jobs
+into free rows (interactive first; at most `max_prefills_per_step` prefills, so a joining request holds
+running streams up for a bounded time), advances every active row by one frame, and decodes the rows
+whose next chunk is complete, batched by chunk length, with the incremental codec. Results reach the
+event loop through `call_soon_threadsafe`; nothing here ever blocks it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+import torch
+
+from ..errors import EngineBusyError, EngineStoppedError, RequestTimeoutError, TTSError
+from ..model.codec_stream import CodecStreamState
+from ..model.generation import FrameGenerator
+from ..model.tts_model import Qwen3TTSModel
+from .jobs import AudioChunk, SpeechJob
+
+log = logging.getLogger(__name__)
+_END = object()
+
+
+@dataclass(eq=False)
+class _Handle:
+    job: SpeechJob
+    loop: asyncio.AbstractEventLoop
+    queue: asyncio.Queue
+    submitted: float
+    deadline: float | None
+    cancelled: bool = False
+    row: int | None = None
+    admitted: float | None = None
+    codec: CodecStreamState | None = None
+    pending: list[torch.Tensor] = field(default_factory=list)
+    frames_sent: int = 0
+    finish_reason: str | None = None
+
+    def __post_init__(self):
+        self.sizes = self.job.chunk_sizes()
+        self.next_size = next(self.sizes)
+
+    def deliver(self, item) -> None:
+        try:
+            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+        except RuntimeError:  # the event loop is gone; nobody is listening
+            self.cancelled = True
+
+
+class JobStream:
+    """Async iterator over a job's audio chunks. Closing it, or cancelling the task awaiting it,
+    cancels the job: the engine frees its row within one step."""
+
+    def __init__(self, handle: _Handle, engine: Engine):
+        self._handle = handle
+        self._engine = engine
+
+    def __aiter__(self) -> JobStream:
+        return self
+
+    async def __anext__(self) -> AudioChunk:
+        try:
+            item = await self._handle.queue.get()
+        except asyncio.CancelledError:
+            self._cancel()
+            raise
+        if item is _END:
+            raise StopAsyncIteration
+        if isinstance(item, BaseException):
+            raise item
+        return item
+
+    async def aclose(self) -> None:
+        self._cancel()
+
+    def _cancel(self) -> None:
+        self._handle.cancelled = True
+        self._engine.wake()
+
+    @property
+    def queue_position(self) -> int | None:
+        """0-based place in the wait queue; None once admitted."""
+        return self._engine.queue_position(self._handle)
+
+
+class Engine:
+    def __init__(
+        self,
+        model: Qwen3TTSModel,
+        max_batch_size: int = 16,
+        max_queue_depth: int = 64,
+        max_prefills_per_step: int = 2,
+    ):
+        self.model = model
+        self.max_queue_depth = max_queue_depth
+        self.max_prefills_per_step = max_prefills_per_step
+        self.generator = FrameGenerator(model.talker, max_batch_size)
+        self._interactive: deque[_Handle] = deque()
+        self._batch: deque[_Handle] = deque()
+        self._active: dict[int, _Handle] = {}
+        self._cv = threading.Condition()
+        self._stopping = False
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------------------
+
+    def start(self) -> Engine:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
+            self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        with self._cv:
+            self._stopping = True
+            self._cv.notify()
+        if self._thread is not None:
+            self._thread.join()
+            self._thread = None
+
+    def wake(self) -> None:
+        with self._cv:
+            self._cv.notify()
+
+    # -- the asyncio side ------------------------------------------------------------------------------
+
+    def submit(self, job: SpeechJob) -> JobStream:
+        """Queue a job; call from the event loop. Raises EngineBusyError at once when the queue is full."""
+        loop = asyncio.get_running_loop()
+        now = time.monotonic()
+        handle = _Handle(job, loop, asyncio.Queue(), now, now + job.timeout if job.timeout else None)
+        with self._cv:
+            if self._stopping:
+                raise EngineStoppedError("the engine is shutting down")
+            if len(self._interactive) + len(self._batch) >= self.max_queue_depth:
+                raise EngineBusyError(f"the server is busy ({self.max_queue_depth} requests waiting); retry shortly")
+            (self._interactive if job.interactive else self._batch).append(handle)
+            self._cv.notify()
+        return JobStream(handle, self)
+
+    def queue_position(self, handle: _Handle) -> int | None:
+        with self._cv:
+            waiting = list(self._interactive) + list(self._batch)
+        return waiting.index(handle) if handle in waiting else None
+
+    @property
+    def waiting(self) -> int:
+        return len(self._interactive) + len(self._batch)
+
+    @property
+    def active(self) -> int:
+        return len(self._active)
+
+    # -- the engine thread -----------------------------------------------------------------------------
+
+    def _run(self) -> None:
+        with torch.inference_mode():
+            while True:
+                with self._cv:
+                    while not (self._stopping or self._interactive or self._batch or self._active):
+                        self._cv.wait()
+                    if self._stopping:
+                        break
+                self._expire()
+                self._admit()
+                if self._active:
+                    self._step()
+        self._fail_everything(EngineStoppedError("the engine was shut down"))
+
+    def _expire(self) -> None:
+        now = time.monotonic()
+        with self._cv:
+            for waiting in (self._interactive, self._batch):
+                for handle in [h for h in waiting if h.cancelled or (h.deadline and now > h.deadline)]:
+                    waiting.remove(handle)
+                    if not handle.cancelled:
+                        handle.deliver(RequestTimeoutError(f"the request waited past its {handle.job.timeout} s limit"))
+        for row, handle in list(self._active.items()):
+            if handle.cancelled or (handle.deadline and now > handle.deadline):
+                self.generator.remove(row)
+                del self._active[row]
+                if not handle.cancelled:
+                    handle.deliver(
+                        RequestTimeoutError(f"the request ran past its {handle.job.timeout} s limit and was stopped")
+                    )
+
+    def _next_waiting(self) -> _Handle | None:
+        with self._cv:
+            for waiting in (self._interactive, self._batch):
+                if waiting:
+                    return waiting.popleft()
+        return None
+
+    def _admit(self) -> None:
+        for _ in range(min(self.max_prefills_per_step, len(self.generator.free_rows()))):
+            handle = self._next_waiting()
+            if handle is None:
+                return
+            try:
+                prompt = self.model.prompts.build(handle.job.request)
+                handle.job.params.validate()
+                budget = handle.job.max_frames or self.model.frame_budget(prompt)
+                row = self.generator.add(prompt, handle.job.params, budget, handle.job.suppress_eos)
+            except TTSError as exc:
+                handle.deliver(exc)
+                continue
+            handle.row, handle.admitted = row, time.monotonic()
+            handle.codec = self.model.codec_stream.new_state()
+            self._active[row] = handle
+
+    def _step(self) -> None:
+        try:
+            for frame in self.generator.step():
+                handle = self._active[frame.row]
+                handle.pending.append(frame.codes)
+                handle.finish_reason = frame.finished
+            self._emit()
+        except Exception as exc:  # a fault in the model must not take the engine down with it
+            log.exception("engine step failed")
+            for row, handle in list(self._active.items()):
+                self.generator.remove(row)
+                handle.deliver(TTSError(f"synthesis failed: {exc}"))
+            self._active.clear()
+
+    def _emit(self) -> None:
+        ready: dict[int, list[_Handle]] = {}
+        for handle in self._active.values():
+            if len(handle.pending) >= handle.next_size or (handle.finish_reason and handle.pending):
+                ready.setdefault(len(handle.pending), []).append(handle)
+        for handles in ready.values():
+            codes = torch.stack([torch.stack(h.pending) for h in handles])
+            audio = self.model.codec_stream.decode([h.codec for h in handles], codes).float().cpu().numpy()
+            now = time.monotonic()
+            for handle, samples, chunk_codes in zip(handles, audio, codes.cpu().numpy(), strict=True):
+                handle.deliver(
+                    AudioChunk(
+                        audio=np.ascontiguousarray(samples),
+                        codes=chunk_codes,
+                        first_frame=handle.frames_sent,
+                        queue_seconds=handle.admitted - handle.submitted,
+                        elapsed_seconds=now - handle.submitted,
+                        finish_reason=handle.finish_reason,
+                    )
+                )
+                handle.frames_sent += len(chunk_codes)
+                handle.pending = []
+                handle.next_size = next(handle.sizes)
+                if handle.finish_reason:
+                    handle.deliver(_END)
+                    del self._active[handle.row]
+
+    def _fail_everything(self, error: TTSError) -> None:
+        with self._cv:
+            waiting = list(self._interactive) + list(self._batch)
+            self._interactive.clear()
+            self._batch.clear()
+        for handle in waiting + list(self._active.values()):
+            handle.deliver(error)
+        self._active.clear()

@@ -1,0 +1,181 @@
+"""The engine: concurrent requests share steps yet get exactly their solo codes; streamed audio equals the
+offline decode; cancel, queue-full, timeout and priorities behave; the event loop never stalls."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+
+import numpy as np
+import pytest
+
+from qwen3_tts_server.engine.engine import Engine
+from qwen3_tts_server.engine.jobs import SpeechJob
+from qwen3_tts_server.errors import EngineBusyError, InvalidInputError, RequestTimeoutError
+from qwen3_tts_server.model.prompt import VoiceRequest
+
+REQUESTS = [
+    VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian"),
+    VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena"),
+    VoiceRequest("巴适得很，走嘛。", "Auto", "Eric"),
+    VoiceRequest("Guten Morgen! Wie geht es dir heute?", "Auto", "Ryan"),
+    VoiceRequest("Bonjour à tous.", "French", "Sohee", whole_text=False),
+]
+
+
+def schedule_sizes(total: int, schedule=(1, 2, 4, 8)) -> list[int]:
+    """Chunk sizes of a job that made `total` frames: the schedule, the last size repeated, the end cut."""
+    sizes = []
+    while sum(sizes) < total:
+        sizes.append(min(schedule[min(len(sizes), len(schedule) - 1)], total - sum(sizes)))
+    return sizes
+
+
+async def collect(stream) -> tuple[np.ndarray, np.ndarray, list]:
+    chunks = [chunk async for chunk in stream]
+    return np.concatenate([c.codes for c in chunks]), np.concatenate([c.audio for c in chunks]), chunks
+
+
+def run_engine(model, scenario, **options):
+    engine = Engine(model, **options).start()
+    try:
+        return asyncio.run(scenario(engine))
+    finally:
+        engine.stop()
+
+
+@pytest.mark.parametrize("sampled", [False, True])
+def test_staggered_concurrent_requests_get_their_solo_codes(models, sampled):
+    model = models["custom_voice"]
+    params = [model.sampling(seed=10 + i) if sampled else model.sampling().greedy() for i in range(len(REQUESTS))]
+    solo = [model.generate([r], p, max_frames=30)[0].codes for r, p in zip(REQUESTS, params, strict=True)]
+
+    async def scenario(engine):
+        tasks = []
+        for request, p in zip(REQUESTS, params, strict=True):
+            stream = engine.submit(SpeechJob(request, p, max_frames=30))
+            tasks.append(asyncio.create_task(collect(stream)))
+            await asyncio.sleep(0.05)  # join a running batch at different frames
+        return await asyncio.gather(*tasks)
+
+    results = run_engine(model, scenario, max_batch_size=4)
+    for (codes, audio, chunks), expected in zip(results, solo, strict=True):
+        np.testing.assert_array_equal(codes, expected)
+        assert len(audio) == len(codes) * 1920
+        assert chunks[-1].finish_reason in ("eos", "length") and all(c.finish_reason is None for c in chunks[:-1])
+        assert [c.frames for c in chunks] == schedule_sizes(len(codes))
+
+
+def test_streamed_audio_equals_the_offline_decode(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        job = SpeechJob(REQUESTS[1], model.sampling(seed=3), max_frames=80, chunk_schedule=(1, 2, 4, 8))
+        return await collect(engine.submit(job))
+
+    codes, audio, chunks = run_engine(model, scenario)
+    assert [c.first_frame for c in chunks] == list(np.cumsum([0] + [c.frames for c in chunks[:-1]]))
+    assert np.abs(audio - model.decode(codes)).max() <= 1e-5
+
+
+def test_cancelling_frees_the_row_within_a_step(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        long = engine.submit(SpeechJob(REQUESTS[0], model.sampling(seed=1), max_frames=500, suppress_eos=True))
+        first = await long.__anext__()
+        await long.aclose()
+        short = SpeechJob(REQUESTS[2], model.sampling().greedy(), max_frames=5)
+        codes, _, _ = await asyncio.wait_for(collect(engine.submit(short)), timeout=60)
+        return first, codes, engine
+
+    first, codes, engine = run_engine(model, scenario, max_batch_size=1)
+    assert first.frames == 1 and len(codes) <= 5
+    assert engine.active == 0 and engine.generator.active == []
+
+
+def test_full_queue_is_refused_at_once(models):
+    model = models["custom_voice"]
+    engine = Engine(model, max_batch_size=1, max_queue_depth=1)  # not started: nothing leaves the queue
+
+    async def scenario():
+        engine.submit(SpeechJob(REQUESTS[0], model.sampling()))
+        with pytest.raises(EngineBusyError, match="busy"):
+            engine.submit(SpeechJob(REQUESTS[1], model.sampling()))
+
+    asyncio.run(scenario())
+
+
+def test_timeout_ends_the_job_with_a_typed_error(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        job = SpeechJob(REQUESTS[0], model.sampling(seed=2), max_frames=2000, suppress_eos=True, timeout=0.3)
+        with pytest.raises(RequestTimeoutError, match="0.3 s limit"):
+            await collect(engine.submit(job))
+        return engine.active
+
+    assert run_engine(model, scenario) == 0
+
+
+def test_interactive_jobs_are_admitted_before_whole_file_jobs(models):
+    model = models["custom_voice"]
+    engine = Engine(model, max_batch_size=1, max_prefills_per_step=1)
+
+    async def scenario():
+        whole_file = engine.submit(SpeechJob(REQUESTS[0], model.sampling().greedy(), max_frames=3, interactive=False))
+        interactive = engine.submit(SpeechJob(REQUESTS[1], model.sampling().greedy(), max_frames=3))
+        assert (interactive.queue_position, whole_file.queue_position) == (0, 1)
+        engine.start()
+        order = []
+
+        async def watch(name, stream):
+            await collect(stream)
+            order.append(name)
+
+        await asyncio.gather(watch("batch", whole_file), watch("interactive", interactive))
+        return order
+
+    try:
+        assert asyncio.run(scenario()) == ["interactive", "batch"]
+    finally:
+        engine.stop()
+
+
+def test_bad_request_fails_its_stream_only(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        bad = engine.submit(SpeechJob(VoiceRequest("Hi.", "English", "nobody"), model.sampling()))
+        good = engine.submit(SpeechJob(REQUESTS[2], model.sampling().greedy(), max_frames=4))
+        with pytest.raises(InvalidInputError, match="unknown speaker"):
+            await collect(bad)
+        codes, _, _ = await collect(good)
+        return codes
+
+    assert len(run_engine(model, scenario)) >= 2
+
+
+def test_event_loop_keeps_ticking_during_generation(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        gaps, done = [], asyncio.Event()
+
+        async def ticker():
+            last = time.monotonic()
+            while not done.is_set():
+                await asyncio.sleep(0.01)
+                now = time.monotonic()
+                gaps.append(now - last)
+                last = now
+
+        tick = asyncio.create_task(ticker())
+        jobs = [SpeechJob(r, model.sampling(seed=5), max_frames=40, suppress_eos=True) for r in REQUESTS[:3]]
+        await asyncio.gather(*(collect(engine.submit(job)) for job in jobs))
+        done.set()
+        await tick
+        return gaps
+
+    gaps = run_engine(model, scenario)
+    assert len(gaps) > 20 and max(gaps) < 0.5
