@@ -179,3 +179,71 @@ def test_event_loop_keeps_ticking_during_generation(models):
 
     gaps = run_engine(model, scenario)
     assert len(gaps) > 20 and max(gaps) < 0.5
+
+
+def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs):
+    from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
+    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+
+    manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=0.5)
+    engine = Engine(manager).start()
+
+    async def scenario():
+        assert manager.state is ModelState.UNLOADED
+        first = [collect(engine.submit(SpeechJob(r, _greedy_defaults(), max_frames=3))) for r in REQUESTS[:2]]
+        await asyncio.gather(*first)
+        assert manager.loads == 1 and manager.state is ModelState.READY
+        for _ in range(100):
+            if manager.state is ModelState.UNLOADED:
+                break
+            await asyncio.sleep(0.05)
+        assert manager.state is ModelState.UNLOADED and engine.generator is None
+        codes, _, _ = await collect(engine.submit(SpeechJob(REQUESTS[2], _greedy_defaults(), max_frames=3)))
+        assert manager.loads == 2 and len(codes) >= 2
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        engine.stop()
+
+
+def _greedy_defaults():
+    from qwen3_tts_server.model.sampling import SamplingParams
+
+    return SamplingParams(
+        do_sample=False,
+        temperature=1.0,
+        top_k=0,
+        top_p=1.0,
+        repetition_penalty=1.05,
+        subtalker_do_sample=False,
+        subtalker_temperature=1.0,
+        subtalker_top_k=0,
+        subtalker_top_p=1.0,
+    )
+
+
+def test_a_checkpoint_that_cannot_load_fails_the_waiting_requests(tmp_path, models):
+    from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
+    from qwen3_tts_server.errors import CheckpointError
+    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+
+    manager = ModelManager(lambda: Qwen3TTSModel.load(tmp_path / "missing"))
+    engine = Engine(manager).start()
+
+    async def scenario():
+        with pytest.raises(CheckpointError, match="does not exist"):
+            await collect(engine.submit(SpeechJob(REQUESTS[0], models["custom_voice"].sampling())))
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        engine.stop()
+    assert manager.state is ModelState.UNLOADED
+
+
+@pytest.mark.parametrize("kind", ["custom_voice", "voice_design", "base"])
+def test_warm_up_runs_for_every_model_type(models, kind):
+    from qwen3_tts_server.engine.model_manager import warm_up
+
+    warm_up(models[kind])

@@ -24,6 +24,7 @@ from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
 from ..model.tts_model import Qwen3TTSModel
 from .jobs import AudioChunk, SpeechJob
+from .model_manager import ModelManager
 
 log = logging.getLogger(__name__)
 _END = object()
@@ -94,15 +95,16 @@ class JobStream:
 class Engine:
     def __init__(
         self,
-        model: Qwen3TTSModel,
+        models: ModelManager | Qwen3TTSModel,
         max_batch_size: int = 16,
         max_queue_depth: int = 64,
         max_prefills_per_step: int = 2,
     ):
-        self.model = model
+        self.models = models if isinstance(models, ModelManager) else ModelManager.fixed(models)
+        self.max_batch_size = max_batch_size
         self.max_queue_depth = max_queue_depth
         self.max_prefills_per_step = max_prefills_per_step
-        self.generator = FrameGenerator(model.talker, max_batch_size)
+        self.generator: FrameGenerator | None = None  # exists while the model is loaded
         self._interactive: deque[_Handle] = deque()
         self._batch: deque[_Handle] = deque()
         self._active: dict[int, _Handle] = {}
@@ -161,19 +163,36 @@ class Engine:
 
     # -- the engine thread -----------------------------------------------------------------------------
 
+    @property
+    def model(self) -> Qwen3TTSModel | None:
+        return self.models.loaded
+
     def _run(self) -> None:
         with torch.inference_mode():
             while True:
                 with self._cv:
                     while not (self._stopping or self._interactive or self._batch or self._active):
-                        self._cv.wait()
+                        self._wait_idle()
                     if self._stopping:
                         break
                 self._expire()
                 self._admit()
                 if self._active:
                     self._step()
+                    self.models.touch()  # activity counts per frame: a long stream is never unloaded
         self._fail_everything(EngineStoppedError("the engine was shut down"))
+
+    def _wait_idle(self) -> None:
+        """Sleep until work arrives, unloading the model once it has been idle for its timeout."""
+        models = self.models
+        if models.loaded is None or not models.idle_timeout:
+            self._cv.wait()
+            return
+        remaining = models.idle_timeout - models.idle_for()
+        if remaining > 0:
+            self._cv.wait(timeout=remaining)
+        elif models.unload_if_idle():
+            self.generator = None
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -200,20 +219,29 @@ class Engine:
         return None
 
     def _admit(self) -> None:
+        if not (self._interactive or self._batch):
+            return
+        try:
+            model = self.models.get()
+        except TTSError as exc:  # a checkpoint that cannot load fails the requests waiting for it
+            self._fail_everything(exc)
+            return
+        if self.generator is None:
+            self.generator = FrameGenerator(model.talker, self.max_batch_size)
         for _ in range(min(self.max_prefills_per_step, len(self.generator.free_rows()))):
             handle = self._next_waiting()
             if handle is None:
                 return
             try:
-                prompt = self.model.prompts.build(handle.job.request)
+                prompt = model.prompts.build(handle.job.request)
                 handle.job.params.validate()
-                budget = handle.job.max_frames or self.model.frame_budget(prompt)
+                budget = handle.job.max_frames or model.frame_budget(prompt)
                 row = self.generator.add(prompt, handle.job.params, budget, handle.job.suppress_eos)
             except TTSError as exc:
                 handle.deliver(exc)
                 continue
             handle.row, handle.admitted = row, time.monotonic()
-            handle.codec = self.model.codec_stream.new_state()
+            handle.codec = model.codec_stream.new_state()
             self._active[row] = handle
 
     def _step(self) -> None:
