@@ -193,3 +193,18 @@ def test_synth_clone_errors(checkpoint_dirs, tmp_path):
         "--x-vector-only",
     )
     assert bad.returncode == 2 and "could not be decoded" in bad.stderr
+
+
+def test_bench_reports_every_level_and_plots(tmp_path):
+    import json
+
+    out = tmp_path / "bench.json"
+    result = run("bench", "--size", "tiny", "--concurrency", "1", "3", "--frames", "4", "--out", str(out))
+    assert result.returncode == 0, result.stderr
+    report = json.loads(out.read_text())
+    assert [row["concurrency"] for row in report["results"]] == [1, 3]
+    for row in report["results"]:
+        assert row["frames_per_stream"] == 4 and row["ttfa_p50_ms"] > 0 and row["aggregate_rtf"] > 0
+        assert row["ttfa_p95_ms"] >= row["ttfa_p50_ms"]
+    png = out.with_suffix(".png").read_bytes()
+    assert png.startswith(b"\x89PNG") and len(png) > 10_000

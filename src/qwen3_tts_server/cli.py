@@ -159,11 +159,61 @@ def _make_test_model(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_bench(sub: argparse._SubParsersAction) -> None:
+    from .testing.test_checkpoint import SIZES
+
+    p = sub.add_parser(
+        "bench",
+        help="engine benchmark: concurrent streams, TTFA and throughput",
+        description="Stream concurrent requests through the engine (EOS suppressed, equal frames) and report "
+        "time to first audio, per-stream and aggregate speed; writes JSON and a PNG plot.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="checkpoint directory or hub id")
+    source.add_argument("--size", choices=SIZES, help="build a random-weight test checkpoint of this size")
+    p.add_argument("--type", dest="model_type", default="custom_voice", help="model type for --size")
+    p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16])
+    p.add_argument("--frames", type=int, default=64, help="frames per stream (80 ms each)")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON results (default bench.json)")
+    p.add_argument("--plot", type=Path, help="PNG plot (default: beside --out)")
+    p.set_defaults(func=_bench)
+
+
+def _bench(args: argparse.Namespace) -> int:
+    import json
+    import tempfile
+
+    import torch
+
+    from .engine.bench import run_bench, write_results
+    from .model.tts_model import Qwen3TTSModel
+    from .testing.test_checkpoint import make_test_model
+
+    if min(args.concurrency) < 1 or args.frames < 1:
+        raise InvalidInputError("--concurrency values and --frames must be >= 1")
+    with tempfile.TemporaryDirectory() as tmp:
+        source = args.model or make_test_model(Path(tmp) / "model", args.size, args.model_type, seed=0)
+        model = Qwen3TTSModel.load(source, device=args.device, dtype=args.dtype)
+    name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
+    print(f"benchmarking {name}: {args.frames} frames per stream at {args.concurrency}", file=sys.stderr)
+    results = run_bench(model, args.concurrency, args.frames)
+    for row in results:
+        print(json.dumps(row.__dict__), flush=True)
+    meta = {"model": name, "device": args.device, "dtype": args.dtype, "threads": torch.get_num_threads()}
+    plot = args.plot or args.out.with_suffix(".png")
+    write_results(results, meta, args.out, plot)
+    print(f"wrote {args.out} and {plot}", file=sys.stderr)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qwen3-tts-server", description="Qwen3-TTS inference and serving")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
     _add_make_test_model(sub)
+    _add_bench(sub)
     return parser
 
 

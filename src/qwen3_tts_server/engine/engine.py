@@ -105,6 +105,7 @@ class Engine:
         self.max_queue_depth = max_queue_depth
         self.max_prefills_per_step = max_prefills_per_step
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
+        self.longest_prefill_stall = 0.0  # seconds running streams waited for joining prefills
         self._interactive: deque[_Handle] = deque()
         self._batch: deque[_Handle] = deque()
         self._active: dict[int, _Handle] = {}
@@ -176,7 +177,11 @@ class Engine:
                     if self._stopping:
                         break
                 self._expire()
+                running = bool(self._active)
+                started = time.perf_counter()
                 self._admit()
+                if running:
+                    self.longest_prefill_stall = max(self.longest_prefill_stall, time.perf_counter() - started)
                 if self._active:
                     self._step()
                     self.models.touch()  # activity counts per frame: a long stream is never unloaded

@@ -34,7 +34,9 @@ def warm_up(model: Qwen3TTSModel) -> None:
         request = VoiceRequest("Warm up.", instruct="A neutral voice.")
     else:
         voice = VoicePrompt(
-            id="warm-up", mode="x_vector", checkpoint=model.fingerprint,
+            id="warm-up",
+            mode="x_vector",
+            checkpoint=model.fingerprint,
             speaker_embedding=torch.zeros(model.config.talker.stack.hidden_size),
         )
         request = VoiceRequest("Warm up.", voice=voice)
