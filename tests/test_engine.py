@@ -247,3 +247,29 @@ def test_warm_up_runs_for_every_model_type(models, kind):
     from qwen3_tts_server.engine.model_manager import warm_up
 
     warm_up(models[kind])
+
+
+def test_int16_chunks_and_the_hard_frame_cap(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        job = SpeechJob(REQUESTS[0], model.sampling(seed=4), max_frames=50, suppress_eos=True, pcm="int16")
+        return await collect(engine.submit(job))
+
+    codes, audio, chunks = run_engine(model, scenario, max_frames_cap=6)
+    assert len(codes) == 6 and chunks[-1].finish_reason == "length"
+    assert audio.dtype == np.int16 and len(audio) == 6 * 1920
+    expected = np.round(np.clip(model.decode(codes), -1, 1) * 32767).astype(np.int16)
+    assert np.abs(audio.astype(np.int32) - expected.astype(np.int32)).max() <= 1
+
+
+def test_preload_loads_before_the_first_request(checkpoint_dirs):
+    from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
+    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+
+    manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["voice_design"]))
+    engine = Engine(manager).start(preload=True)
+    try:
+        assert manager.state is ModelState.READY and manager.loads == 1
+    finally:
+        engine.stop()

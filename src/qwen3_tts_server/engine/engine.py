@@ -16,18 +16,25 @@ import time
 from collections import deque
 from dataclasses import dataclass, field
 
-import numpy as np
 import torch
 
 from ..errors import EngineBusyError, EngineStoppedError, RequestTimeoutError, TTSError
 from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
 from ..model.tts_model import Qwen3TTSModel
-from .jobs import AudioChunk, SpeechJob
+from .jobs import AudioChunk, SpeechJob, to_pcm
 from .model_manager import ModelManager
 
 log = logging.getLogger(__name__)
 _END = object()
+# No request runs past this many frames (80 ms each: 20 minutes); reaching it ends the request with
+# finish_reason "length", never silently.
+MAX_FRAMES_CAP = 15000
+
+
+def default_batch_size() -> int:
+    """Rows per decode step: 64 on a GPU, 16 on a CPU."""
+    return 64 if torch.cuda.is_available() else 16
 
 
 @dataclass(eq=False)
@@ -96,12 +103,14 @@ class Engine:
     def __init__(
         self,
         models: ModelManager | Qwen3TTSModel,
-        max_batch_size: int = 16,
+        max_batch_size: int | None = None,
         max_queue_depth: int = 64,
         max_prefills_per_step: int = 2,
+        max_frames_cap: int = MAX_FRAMES_CAP,
     ):
         self.models = models if isinstance(models, ModelManager) else ModelManager.fixed(models)
-        self.max_batch_size = max_batch_size
+        self.max_batch_size = max_batch_size or default_batch_size()
+        self.max_frames_cap = max_frames_cap
         self.max_queue_depth = max_queue_depth
         self.max_prefills_per_step = max_prefills_per_step
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
@@ -115,7 +124,10 @@ class Engine:
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
-    def start(self) -> Engine:
+    def start(self, preload: bool = False) -> Engine:
+        """Start the engine thread; `preload` loads and warms up the model first (else on first use)."""
+        if preload:
+            self.models.get()
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
             self._thread.start()
@@ -240,7 +252,7 @@ class Engine:
             try:
                 prompt = model.prompts.build(handle.job.request)
                 handle.job.params.validate()
-                budget = handle.job.max_frames or model.frame_budget(prompt)
+                budget = min(handle.job.max_frames or model.frame_budget(prompt), self.max_frames_cap)
                 row = self.generator.add(prompt, handle.job.params, budget, handle.job.suppress_eos)
             except TTSError as exc:
                 handle.deliver(exc)
@@ -275,7 +287,7 @@ class Engine:
             for handle, samples, chunk_codes in zip(handles, audio, codes.cpu().numpy(), strict=True):
                 handle.deliver(
                     AudioChunk(
-                        audio=np.ascontiguousarray(samples),
+                        audio=to_pcm(samples, handle.job.pcm),
                         codes=chunk_codes,
                         first_frame=handle.frames_sent,
                         queue_seconds=handle.admitted - handle.submitted,
