@@ -202,9 +202,15 @@ def _bench(args: argparse.Namespace) -> int:
     for row in results:
         print(json.dumps(row.__dict__), flush=True)
     meta = {"model": name, "device": args.device, "dtype": args.dtype, "threads": torch.get_num_threads()}
-    plot = args.plot or args.out.with_suffix(".png")
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        plot = None
+        print("no plot: matplotlib is missing (pip install 'qwen3-tts-server[bench]')", file=sys.stderr)
+    else:
+        plot = args.plot or args.out.with_suffix(".png")
     write_results(results, meta, args.out, plot)
-    print(f"wrote {args.out} and {plot}", file=sys.stderr)
+    print(f"wrote {args.out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
     return 0
 
 

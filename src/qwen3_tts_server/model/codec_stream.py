@@ -66,10 +66,11 @@ class StreamingCodecDecoder:
         n = codes.shape[1]
         buffers = {key: torch.cat([s.buffers[key] for s in states]) for key in states[0].buffers}
         positions = torch.tensor([s.frames for s in states], device=codes.device)
+        bound = max(s.frames for s in states) + n
         codec = self.codec
         x = codec.quantizer.decode(codes.transpose(1, 2))
         x = self._conv(codec.pre_conv, x, buffers)
-        x = self._transformer(codec.pre_transformer, x.transpose(1, 2), positions, buffers).transpose(1, 2)
+        x = self._transformer(codec.pre_transformer, x.transpose(1, 2), positions, bound, buffers).transpose(1, 2)
         for transposed, convnext in codec.upsample:
             x = self._convnext(convnext, self._transposed(transposed, x, buffers), buffers)
         for stage in codec.decoder:
@@ -122,7 +123,12 @@ class StreamingCodecDecoder:
         return x + unit.conv2(unit.act2(y))
 
     def _transformer(
-        self, model: CodecTransformer, x: torch.Tensor, positions: torch.Tensor, buffers: dict[str, torch.Tensor]
+        self,
+        model: CodecTransformer,
+        x: torch.Tensor,
+        positions: torch.Tensor,
+        bound: int,
+        buffers: dict[str, torch.Tensor],
     ) -> torch.Tensor:
         """x (B, n, latent) at frames positions[b] + [0, n): attends to the kept window and the new frames."""
         n, history = x.shape[1], self.window - 1
@@ -131,7 +137,7 @@ class StreamingCodecDecoder:
         key_pos = torch.cat((positions[:, None] - history + torch.arange(history, device=x.device), query_pos), 1)
         offset = query_pos[:, :, None] - key_pos[:, None, :]
         mask = ((key_pos[:, None, :] >= 0) & (offset >= 0) & (offset < self.window))[:, None]
-        cos, sin = model.rotary(query_pos, x.dtype)
+        cos, sin = model.rotary.at(query_pos, bound, x.dtype)
         for i, layer in enumerate(model.layers):
             attn = layer.self_attn
             q, k, v = attn.project(layer.input_layernorm(x), cos, sin)

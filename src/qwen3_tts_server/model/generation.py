@@ -23,14 +23,14 @@ MIN_FRAMES = 2
 
 @dataclass
 class _Row:
+    """Host-side bookkeeping of a row; its tensors (last hidden state, pending codebook-0 code, code
+    history) live in the generator's per-row device buffers."""
+
     prompt: TalkerPrompt
     params: SamplingParams
     max_frames: int
     suppress_eos: bool
     generator: torch.Generator | None
-    seen: torch.Tensor  # (V,) bool: codebook-0 codes generated so far (repetition penalty history)
-    hidden: torch.Tensor | None = None  # talker output at the last position (hidden,)
-    code0: int = -1  # codebook-0 code waiting for the code predictor
     frames: int = 0
     sampled: int = 0
 
@@ -45,6 +45,8 @@ class Frame:
 
 
 class FrameGenerator:
+    """Rows' state stays on the device; a step reads the device once, for the new codes (EOS checks)."""
+
     def __init__(self, talker: Talker, rows: int, initial_capacity: int = 256):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
@@ -52,8 +54,11 @@ class FrameGenerator:
         self.device, self.dtype = weight.device, weight.dtype
         self.cache = talker.new_cache(rows, initial_capacity, self.dtype, self.device)
         self.rows: list[_Row | None] = [None] * rows
-        # The top 1024 codec ids are control tokens (tags, speakers, languages): never generated, but EOS.
         vocab = self.cfg.vocab_size
+        self.hidden = torch.zeros(rows, self.cfg.stack.hidden_size, dtype=self.dtype, device=self.device)
+        self.code0 = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.seen = torch.zeros(rows, vocab, dtype=torch.bool, device=self.device)  # repetition history
+        # The top 1024 codec ids are control tokens (tags, speakers, languages): never generated, but EOS.
         suppressed = torch.zeros(vocab, dtype=torch.bool, device=self.device)
         suppressed[vocab - 1024 :] = True
         suppressed[self.cfg.codec_eos_id] = False
@@ -82,48 +87,41 @@ class FrameGenerator:
         if params.seed is not None:
             generator = torch.Generator(device=self.device)
             generator.manual_seed(params.seed)
-        row = _Row(
-            prompt=prompt,
-            params=params,
-            max_frames=max(max_frames, 1),
-            suppress_eos=suppress_eos,
-            generator=generator,
-            seen=torch.zeros(self.cfg.vocab_size, dtype=torch.bool, device=self.device),
-        )
-        rows = torch.tensor([index], device=self.device)
-        hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, rows)[:, -1]
-        self.rows[index] = row
+        self.rows[index] = _Row(prompt, params, max(max_frames, 1), suppress_eos, generator)
+        self.seen[index] = False
+        hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, [index])[:, -1]
         self._sample_code0([index], hidden)
         return index
 
     def _sample_code0(self, indices: list[int], hidden: torch.Tensor) -> None:
         rows = [self.rows[i] for i in indices]
+        index = torch.tensor(indices, device=self.device)
         scores = self.talker.codec_head(hidden).float()
-        seen = torch.stack([r.seen for r in rows])
         penalty = torch.tensor([[r.params.repetition_penalty] for r in rows], device=self.device)
-        scores = apply_repetition_penalty(scores, seen, penalty)
+        scores = apply_repetition_penalty(scores, self.seen[index], penalty)
         no_eos = torch.tensor([r.suppress_eos or r.sampled < MIN_FRAMES for r in rows], device=self.device)
-        scores[no_eos, self.cfg.codec_eos_id] = float("-inf")
+        eos = self.cfg.codec_eos_id
+        scores[:, eos] = scores[:, eos].masked_fill(no_eos, float("-inf"))  # no boolean indexing: no device read
         scores = scores.masked_fill(self._suppressed, float("-inf"))
         params = RowSampling.build(
             [(r.params.do_sample, r.params.temperature, r.params.top_k, r.params.top_p) for r in rows], self.device
         )
-        codes = choose(scores, params, [r.generator for r in rows]).tolist()
-        for r, h, code in zip(rows, hidden, codes, strict=True):
-            r.hidden, r.code0 = h, code
-            r.seen[code] = True
+        codes = choose(scores, params, [r.generator for r in rows])
+        self.hidden[index] = hidden
+        self.code0[index] = codes
+        self.seen[index, codes] = True
+        for r in rows:
             r.sampled += 1
 
     @torch.inference_mode()
     def step(self) -> list[Frame]:
         """Advance every active row by one frame; returns one frame per row that was active."""
         indices = self.active
-        frames: list[Frame] = []
         if not indices:
-            return frames
+            return []
         rows = [self.rows[i] for i in indices]
-        code0 = torch.tensor([r.code0 for r in rows], device=self.device)
-        hidden = torch.stack([r.hidden for r in rows])[:, None]
+        index = torch.tensor(indices, device=self.device)
+        code0 = self.code0[index]
         sub_params = RowSampling.build(
             [
                 (
@@ -138,34 +136,33 @@ class FrameGenerator:
         )
         generators = [r.generator for r in rows]
         rest = self.talker.code_predictor.predict(
-            hidden,
+            self.hidden[index][:, None],
             self.talker.embed_codec(code0[:, None]),
             lambda logits: choose(logits, sub_params, generators),
         )
         codes = torch.cat((code0[:, None], rest), dim=1)
-
-        continuing: list[int] = []
-        for position, (index, row) in enumerate(zip(indices, rows, strict=True)):
+        for row in rows:
             row.frames += 1
-            frame = Frame(row=index, codes=codes[position])
-            if row.frames >= row.max_frames:
-                frame.finished = "length"
-            else:
-                continuing.append(position)
-            frames.append(frame)
+        continuing = [p for p, row in enumerate(rows) if row.frames < row.max_frames]
         if continuing:
             keep = torch.tensor(continuing, device=self.device)
             inputs = self.talker.frame_embedding(codes[keep])
             inputs = inputs + torch.stack([self._text_input(rows[p]) for p in continuing])[:, None]
-            cache_rows = torch.tensor([indices[p] for p in continuing], device=self.device)
+            cache_rows = [indices[p] for p in continuing]
             new_hidden = self.talker.model.decode(inputs, self.cache, cache_rows)[:, 0]
-            self._sample_code0([indices[p] for p in continuing], new_hidden)
-            for p in continuing:
-                if rows[p].code0 == self.cfg.codec_eos_id:
-                    frames[p].finished = "eos"
-        for frame in frames:
-            if frame.finished:
-                self.rows[frame.row] = None
+            self._sample_code0(cache_rows, new_hidden)
+        next_code0 = self.code0[index].tolist()  # the one read from the device per step
+        frames = []
+        for position, (row_index, row) in enumerate(zip(indices, rows, strict=True)):
+            if row.frames >= row.max_frames:
+                finished = "length"
+            elif next_code0[position] == self.cfg.codec_eos_id:
+                finished = "eos"
+            else:
+                finished = None
+            frames.append(Frame(row=row_index, codes=codes[position], finished=finished))
+            if finished:
+                self.rows[row_index] = None
         return frames
 
     def _text_input(self, row: _Row) -> torch.Tensor:

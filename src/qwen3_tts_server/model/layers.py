@@ -59,7 +59,11 @@ class Rotary(nn.Module):
 
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: (B, T) int -> cos, sin: (B, 1, T, head_dim)."""
-        cos, sin = self.table(int(positions.max()) + 1, dtype)
+        return self.at(positions, int(positions.max()) + 1, dtype)
+
+    def at(self, positions: torch.Tensor, bound: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+        """As `forward`, with every position known to be below `bound` (no read from the device)."""
+        cos, sin = self.table(bound, dtype)
         return cos[positions][:, None], sin[positions][:, None]
 
     def span(self, start: int, stop: int, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
@@ -94,7 +98,7 @@ class KVCache:
         shape = (layers, rows, kv_heads, capacity, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.lengths = torch.zeros(rows, dtype=torch.long, device=device)
+        self.lengths = [0] * rows  # kept on the host: positions never need a read from the device
 
     @property
     def capacity(self) -> int:
@@ -231,38 +235,42 @@ class DecoderStack(nn.Module):
     def new_cache(self, rows: int, capacity: int, dtype: torch.dtype, device: torch.device) -> KVCache:
         return KVCache(len(self.layers), rows, self.cfg.num_key_value_heads, self.cfg.head_dim, capacity, dtype, device)
 
-    def prefill(self, x: torch.Tensor, cache: KVCache, rows: torch.Tensor | slice) -> torch.Tensor:
+    def prefill(self, x: torch.Tensor, cache: KVCache, rows: list[int] | slice) -> torch.Tensor:
         """Run whole prompts x (B, T, hidden) of equal length causally from position 0, storing their
         keys/values in cache rows `rows` (B indices, or a slice)."""
         t = x.shape[1]
+        index = torch.tensor(rows, device=x.device) if isinstance(rows, list) else rows
         cache.ensure_capacity(t)
         cos, sin = self.rotary.span(0, t, x.dtype)
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
-            cache.k[i, rows, :, :t] = k
-            cache.v[i, rows, :, :t] = v
+            cache.k[i, index, :, :t] = k
+            cache.v[i, index, :, :t] = v
             x = x + layer.self_attn.attend(q, k, v, mask)
             x = layer.mlp_block(x)
-        cache.lengths[rows] = t
+        for row in rows if isinstance(rows, list) else range(len(cache.lengths))[rows]:
+            cache.lengths[row] = t
         return self.norm(x)
 
-    def decode(self, x: torch.Tensor, cache: KVCache, rows: torch.Tensor) -> torch.Tensor:
-        """Append one token per row: x (B, 1, hidden) for cache rows `rows` (B,), each at its own position."""
-        positions = cache.lengths[rows]
-        span = int(positions.max()) + 1
+    def decode(self, x: torch.Tensor, cache: KVCache, rows: list[int]) -> torch.Tensor:
+        """Append one token per row: x (B, 1, hidden) for cache rows `rows`, each at its own position."""
+        span = max(cache.lengths[row] for row in rows) + 1
         cache.ensure_capacity(span)
-        cos, sin = self.rotary(positions[:, None], x.dtype)
+        positions = torch.tensor([cache.lengths[row] for row in rows], device=x.device)
+        cos, sin = self.rotary.at(positions[:, None], span, x.dtype)
+        rows_index = torch.tensor(rows, device=x.device)
         mask = (torch.arange(span, device=x.device)[None] <= positions[:, None])[:, None, None, :]
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
-            cache.k[i, rows, :, positions] = k[:, :, 0]
-            cache.v[i, rows, :, positions] = v[:, :, 0]
-            keys = cache.k[i, rows, :, :span]
-            values = cache.v[i, rows, :, :span]
+            cache.k[i, rows_index, :, positions] = k[:, :, 0]
+            cache.v[i, rows_index, :, positions] = v[:, :, 0]
+            keys = cache.k[i, rows_index, :, :span]
+            values = cache.v[i, rows_index, :, :span]
             x = x + layer.self_attn.attend(q, keys, values, mask)
             x = layer.mlp_block(x)
-        cache.lengths[rows] = positions + 1
+        for row in rows:
+            cache.lengths[row] += 1
         return self.norm(x)
 
     def decode_aligned(self, x: torch.Tensor, cache: KVCache, position: int) -> torch.Tensor:

@@ -72,19 +72,21 @@ class SamplingParams:
 class RowSampling:
     """Settings of a batch of rows as device tensors, built once per batch composition."""
 
-    do_sample: torch.Tensor  # (B,) bool
+    sampled_rows: list[int]  # rows that draw (the others take the argmax), known on the host
     temperature: torch.Tensor  # (B, 1)
     top_k: torch.Tensor  # (B,) long, 0 = off
     top_p: torch.Tensor  # (B, 1)
+    largest_top_k: int  # host copy of max(top_k), 0 when some row keeps every token
 
     @classmethod
     def build(cls, rows: list[tuple[bool, float, int, float]], device: torch.device) -> RowSampling:
         do_sample, temperature, top_k, top_p = zip(*rows, strict=True)
         return cls(
-            do_sample=torch.tensor(do_sample, dtype=torch.bool, device=device),
+            sampled_rows=[i for i, sample in enumerate(do_sample) if sample],
             temperature=torch.tensor(temperature, dtype=torch.float32, device=device)[:, None],
             top_k=torch.tensor(top_k, dtype=torch.long, device=device),
             top_p=torch.tensor(top_p, dtype=torch.float32, device=device)[:, None],
+            largest_top_k=0 if min(top_k) <= 0 else max(top_k),
         )
 
 
@@ -99,7 +101,8 @@ def _warp(scores: torch.Tensor, params: RowSampling) -> torch.Tensor:
     scores = scores / params.temperature
     vocab = scores.shape[-1]
     k = torch.where(params.top_k > 0, params.top_k.clamp(max=vocab), torch.full_like(params.top_k, vocab))
-    kth = torch.topk(scores, int(k.max()), dim=-1).values.gather(1, (k - 1)[:, None])
+    largest = min(params.largest_top_k or vocab, vocab)
+    kth = torch.topk(scores, largest, dim=-1).values.gather(1, (k - 1)[:, None])
     scores = scores.masked_fill(scores < kth, float("-inf"))
     # top-p: drop the low tail whose cumulative probability is <= 1 - top_p, always keeping the best token.
     sorted_scores, order = torch.sort(scores, descending=False, dim=-1)
@@ -113,8 +116,8 @@ def _warp(scores: torch.Tensor, params: RowSampling) -> torch.Tensor:
 def choose(scores: torch.Tensor, params: RowSampling, generators: list[torch.Generator | None]) -> torch.Tensor:
     """scores (B, V) float32, already penalised/masked -> chosen ids (B,)."""
     chosen = scores.argmax(dim=-1)
-    if bool(params.do_sample.any()):
+    if params.sampled_rows:
         probs = _warp(scores, params).softmax(dim=-1)
-        for row in torch.nonzero(params.do_sample).flatten().tolist():
+        for row in params.sampled_rows:  # each row draws from its own generator: seeds hold in any batch
             chosen[row] = torch.multinomial(probs[row], 1, generator=generators[row])[0]
     return chosen
