@@ -1,0 +1,1 @@
+"""Services between the API and the engine: encoding, text front end, voices."""

@@ -1,0 +1,105 @@
+"""Response encoding: every format streams bytes before the end and decodes back to the same sound."""
+
+from __future__ import annotations
+
+import io
+
+import av
+import numpy as np
+import pytest
+
+from qwen3_tts_server.errors import InvalidInputError
+from qwen3_tts_server.service.encoding import FORMATS, StreamEncoder
+
+RATE = 24000
+SECONDS = 2.0
+
+
+def sine(seconds: float = SECONDS, rate: int = RATE, freq: float = 440.0) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    return (0.4 * np.sin(2 * np.pi * freq * t)).astype(np.float32)
+
+
+def encode_in_frames(name: str, audio: np.ndarray, sample_rate: int | None = None) -> list[bytes]:
+    encoder = StreamEncoder(name, sample_rate)
+    parts = [encoder.write(audio[i : i + 1920]) for i in range(0, len(audio), 1920)]
+    return [*parts, encoder.close()]
+
+
+def decode(data: bytes, raw_codec: str | None = None, rate: int = RATE) -> tuple[np.ndarray, int]:
+    if raw_codec is not None:
+        context = av.CodecContext.create(raw_codec, "r")
+        context.sample_rate, context.layout = rate, "mono"
+        frames = context.decode(av.Packet(data))
+    else:
+        with av.open(io.BytesIO(data)) as container:
+            frames = list(container.decode(container.streams.audio[0]))
+    rate = frames[0].sample_rate
+    samples = np.concatenate([f.to_ndarray().reshape(-1) for f in frames]).astype(np.float32)
+    if frames[0].format.name.startswith("s16"):
+        samples /= 32768.0
+    return samples, rate
+
+
+def dominant_frequency(samples: np.ndarray, rate: int) -> float:
+    spectrum = np.abs(np.fft.rfft(samples * np.hanning(len(samples))))
+    return float(np.fft.rfftfreq(len(samples), 1 / rate)[spectrum.argmax()])
+
+
+@pytest.mark.parametrize("name", ["mp3", "opus", "aac", "flac", "wav"])
+def test_containers_stream_and_decode_back(name):
+    parts = encode_in_frames(name, sine())
+    assert sum(len(p) for p in parts[:10]) > 0, "bytes must flow before the stream ends"
+    samples, rate = decode(b"".join(parts))
+    assert abs(len(samples) / rate - SECONDS) < 0.1
+    assert abs(dominant_frequency(samples, rate) - 440) < 5
+
+
+def test_lossless_formats_are_exact_16_bit():
+    audio = sine()
+    expected = np.round(audio * 32767).astype(np.int16)
+    raw = np.frombuffer(b"".join(encode_in_frames("pcm", audio)), dtype="<i2")
+    np.testing.assert_array_equal(raw, expected)
+    for name in ("wav", "flac"):
+        samples, _ = decode(b"".join(encode_in_frames(name, audio)))
+        np.testing.assert_array_equal(np.round(samples * 32768).astype(np.int16), expected)
+
+
+@pytest.mark.parametrize(("name", "codec"), [("mulaw", "pcm_mulaw"), ("alaw", "pcm_alaw")])
+def test_telephony_formats_are_8khz_g711(name, codec):
+    data = b"".join(encode_in_frames(name, sine(freq=1000.0)))
+    assert len(data) == int(SECONDS * 8000)  # one byte per sample
+    samples, rate = decode(data, raw_codec=codec, rate=8000)
+    assert rate == 8000 and abs(dominant_frequency(samples, rate) - 1000) < 5
+
+
+def test_sample_rate_override_resamples():
+    samples, rate = decode(b"".join(encode_in_frames("wav", sine(), sample_rate=16000)))
+    assert rate == 16000 and abs(len(samples) - 32000) <= 1
+    assert abs(dominant_frequency(samples, rate) - 440) < 5
+
+
+def test_media_types():
+    assert {name: StreamEncoder(name).media_type for name in FORMATS} == {
+        "mp3": "audio/mpeg",
+        "opus": "audio/ogg",
+        "aac": "audio/aac",
+        "flac": "audio/flac",
+        "wav": "audio/wav",
+        "pcm": "audio/pcm",
+        "mulaw": "audio/basic",
+        "alaw": "audio/x-alaw-basic",
+    }
+
+
+@pytest.mark.parametrize(
+    ("name", "rate", "message"),
+    [
+        ("ogg", None, "unsupported response_format"),
+        ("opus", 44100, "opus cannot be sent at 44100 Hz"),
+        ("wav", 96000, "8000 to 48000"),
+    ],
+)
+def test_bad_format_or_rate(name, rate, message):
+    with pytest.raises(InvalidInputError, match=message):
+        StreamEncoder(name, rate)
