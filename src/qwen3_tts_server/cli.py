@@ -214,12 +214,45 @@ def _bench(args: argparse.Namespace) -> int:
     return 0
 
 
+def _add_serve(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "serve",
+        help="run the OpenAI-compatible HTTP server",
+        description="Run the OpenAI-compatible speech server (POST /v1/audio/speech, ...).",
+    )
+    p.add_argument("--model", default="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", help="checkpoint directory or hub id")
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, default=8000)
+    p.add_argument("--uds", help="listen on this Unix socket instead of host:port")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    p.add_argument("--max-batch-size", type=int, help="rows per decode step (default 16 on CPU, 64 on GPU)")
+    p.add_argument("--max-queue-depth", type=int, default=64)
+    p.set_defaults(func=_serve)
+
+
+def _serve(args: argparse.Namespace) -> int:
+    import uvicorn
+
+    from .api.app import create_app
+    from .engine.model_manager import ModelManager
+    from .model.checkpoint import resolve_checkpoint
+    from .model.tts_model import Qwen3TTSModel
+
+    resolve_checkpoint(args.model)  # fail before binding a port if the checkpoint cannot be found
+    models = ModelManager(lambda: Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype))
+    app = create_app(models, args.model, max_batch_size=args.max_batch_size, max_queue_depth=args.max_queue_depth)
+    uvicorn.run(app, host=args.host, port=args.port, uds=args.uds, log_level="info")
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="qwen3-tts-server", description="Qwen3-TTS inference and serving")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
     _add_make_test_model(sub)
     _add_bench(sub)
+    _add_serve(sub)
     return parser
 
 

@@ -19,6 +19,13 @@ class InvalidInputError(TTSError):
         self.param = param
 
 
+class NotFoundError(InvalidInputError):
+    """A named thing (a voice, ...) does not exist."""
+
+    status = 404
+    code = "not_found"
+
+
 class CheckpointError(TTSError):
     """A checkpoint cannot be found, fetched or read."""
 

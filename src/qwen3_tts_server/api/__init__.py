@@ -1,0 +1,1 @@
+"""HTTP layer: thin routers, request schemas, the OpenAI error envelope. No torch here."""

@@ -1,0 +1,134 @@
+"""From an API speech request to encoded audio: voice resolution, the engine job, encoding, SSE events."""
+
+from __future__ import annotations
+
+import base64
+import json
+import time
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+
+from ..api.schemas import SpeechRequest
+from ..engine.engine import Engine
+from ..engine.jobs import SpeechJob
+from ..errors import InvalidInputError, NotFoundError
+from ..model.prompt import VoiceRequest
+from ..model.tts_model import Qwen3TTSModel
+from .encoding import StreamEncoder
+
+# OpenAI's built-in voice names, each mapped to a preset speaker of the CustomVoice models.
+OPENAI_VOICES = {
+    "alloy": "vivian",
+    "ash": "ryan",
+    "ballad": "aiden",
+    "coral": "serena",
+    "echo": "ryan",
+    "fable": "aiden",
+    "onyx": "uncle_fu",
+    "nova": "serena",
+    "sage": "ono_anna",
+    "shimmer": "sohee",
+    "verse": "aiden",
+    "marin": "vivian",
+    "cedar": "uncle_fu",
+}
+
+
+def preset_voices(model: Qwen3TTSModel) -> dict[str, str]:
+    """Every voice name this model answers to (presets and OpenAI aliases) -> its preset speaker."""
+    voices = {name: name for name in model.speakers}
+    voices.update({alias: target for alias, target in OPENAI_VOICES.items() if target in voices})
+    return voices
+
+
+def voice_request(model: Qwen3TTSModel, body: SpeechRequest) -> VoiceRequest:
+    language = body.language or "auto"
+    if model.model_type == "custom_voice":
+        voices = preset_voices(model)
+        speaker = voices.get(body.voice_name.lower())
+        if speaker is None:
+            raise NotFoundError(
+                f"unknown voice {body.voice_name!r}; available: {', '.join(sorted(voices))}", param="voice"
+            )
+        return VoiceRequest(body.input, language, speaker=speaker, instruct=body.instructions)
+    if model.model_type == "voice_design":
+        if not (body.instructions or "").strip():
+            raise InvalidInputError("a VoiceDesign model needs `instructions` describing the voice", "instructions")
+        return VoiceRequest(body.input, language, instruct=body.instructions)
+    raise InvalidInputError(
+        "this server runs a Base (voice cloning) model; cloned voices from the voice library are not served yet",
+        param="voice",
+    )
+
+
+@dataclass
+class SpeechStream:
+    """A prepared request: iterate `audio()` or `sse()` once."""
+
+    engine: Engine
+    job: SpeechJob
+    encoder: StreamEncoder
+    text_tokens: int
+    started: float = field(default_factory=time.perf_counter)
+    frames: int = 0
+    first_audio: float | None = None
+
+    async def audio(self) -> AsyncIterator[bytes]:
+        chunks = self.engine.submit(self.job)
+        try:
+            async for chunk in chunks:
+                self.frames += chunk.frames
+                data = self.encoder.write(chunk.audio)
+                if self.first_audio is None:
+                    self.first_audio = time.perf_counter() - self.started
+                if data:
+                    yield data
+            tail = self.encoder.close()
+            if tail:
+                yield tail
+        finally:
+            await chunks.aclose()  # a client that went away frees its engine row
+
+    async def sse(self) -> AsyncIterator[bytes]:
+        try:
+            async for data in self.audio():
+                yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        except InvalidInputError as exc:
+            yield _event(
+                {
+                    "type": "error",
+                    "error": {
+                        "message": str(exc),
+                        "type": "invalid_request_error",
+                        "param": exc.param,
+                        "code": exc.code,
+                    },
+                }
+            )
+            return
+        usage = {"input_tokens": self.text_tokens, "output_tokens": self.frames}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        yield _event({"type": "speech.audio.done", "usage": usage})
+
+
+def _event(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
+
+
+def prepare(engine: Engine, model: Qwen3TTSModel, body: SpeechRequest) -> SpeechStream:
+    """Validate everything up front, so that errors are answered before any audio byte is sent."""
+    if body.speed != 1.0:
+        raise InvalidInputError("speed other than 1.0 is not supported yet", param="speed")
+    request = model.prompts.validate(voice_request(model, body))  # text, language, speaker, instructions
+    text_tokens = len(model.prompts.text_ids(request.text))
+    params = model.sampling(
+        temperature=body.temperature,
+        top_p=body.top_p,
+        top_k=body.top_k,
+        repetition_penalty=body.repetition_penalty,
+        seed=body.seed,
+    )
+    encoder = StreamEncoder(body.response_format, body.sample_rate)
+    interactive = body.stream or body.stream_format == "sse"
+    job = SpeechJob(request, params, interactive=interactive)
+    return SpeechStream(engine, job, encoder, text_tokens=text_tokens)

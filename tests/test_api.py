@@ -1,0 +1,162 @@
+"""The OpenAI-compatible API driven by the real `openai` SDK, in process."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import io
+import json
+
+import av
+import httpx
+import openai
+import pytest
+
+from qwen3_tts_server.api.app import create_app
+from qwen3_tts_server.engine.model_manager import ModelManager
+
+FORMAT_RATES = {"wav": 24000, "mp3": 24000, "flac": 24000, "opus": 48000, "aac": 24000}
+
+
+@pytest.fixture(scope="module")
+def api(models):
+    """(run, client factory): `run(coro_fn)` runs coro_fn(openai_client, httpx_client) with the app up."""
+    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny-custom-voice", max_batch_size=4)
+
+    def run(scenario):
+        async def main():
+            async with app.router.lifespan_context(app):
+                transport = httpx.ASGITransport(app=app)
+                async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                    client = openai.AsyncOpenAI(api_key="unused", base_url="http://test/v1", http_client=http)
+                    return await scenario(client, http)
+
+        return asyncio.run(main())
+
+    return run
+
+
+def decode(data: bytes) -> tuple[int, float]:
+    with av.open(io.BytesIO(data)) as container:
+        frames = list(container.decode(container.streams.audio[0]))
+    rate = frames[0].sample_rate
+    return rate, sum(f.samples for f in frames) / rate
+
+
+def test_every_container_format_decodes_back(api):
+    async def scenario(client, _):
+        out = {}
+        for fmt in FORMAT_RATES:
+            response = await client.audio.speech.create(
+                model="tts-1", voice="alloy", input="Hi there.", response_format=fmt, extra_body={"seed": 1}
+            )
+            out[fmt] = response.content
+        return out
+
+    for fmt, data in api(scenario).items():
+        rate, seconds = decode(data)
+        assert rate == FORMAT_RATES[fmt], fmt
+        assert seconds >= 2 * 0.08 and abs(seconds / 0.08 - round(seconds / 0.08)) < 0.75, (fmt, seconds)
+
+
+def test_pcm_is_raw_24khz_16bit_and_streams_through_the_sdk(api):
+    async def scenario(client, _):
+        whole = await client.audio.speech.create(
+            model="tts-1", voice="Ryan", input="Streaming check.", response_format="pcm", extra_body={"seed": 3}
+        )
+        async with client.audio.speech.with_streaming_response.create(
+            model="tts-1", voice="Ryan", input="Streaming check.", response_format="pcm", extra_body={"seed": 3}
+        ) as streamed:
+            parts = [part async for part in streamed.iter_bytes()]
+            media_type = streamed.headers["content-type"]
+        return whole.content, b"".join(parts), media_type
+
+    whole, streamed, media_type = api(scenario)
+    assert media_type == "audio/pcm" and whole == streamed
+    assert len(whole) % (1920 * 2) == 0 and len(whole) >= 2 * 1920 * 2
+
+
+def test_sse_events(api):
+    async def scenario(_, http):
+        body = {
+            "model": "tts-1",
+            "voice": "nova",
+            "input": "Events please.",
+            "response_format": "pcm",
+            "stream_format": "sse",
+            "seed": 2,
+        }
+        response = await http.post("/v1/audio/speech", json=body)
+        return response.headers, response.text
+
+    headers, text = api(scenario)
+    assert headers["content-type"].startswith("text/event-stream") and headers["x-accel-buffering"] == "no"
+    events = [json.loads(line[6:]) for line in text.splitlines() if line.startswith("data: ")]
+    assert events[-1]["type"] == "speech.audio.done" and {e["type"] for e in events[:-1]} == {"speech.audio.delta"}
+    audio = b"".join(base64.b64decode(e["audio"]) for e in events[:-1])
+    usage = events[-1]["usage"]
+    assert len(audio) == usage["output_tokens"] * 1920 * 2
+    assert usage["total_tokens"] == usage["input_tokens"] + usage["output_tokens"] and usage["input_tokens"] > 0
+
+
+def test_whole_file_has_content_length(api):
+    async def scenario(_, http):
+        body = {"voice": "coral", "input": "Whole file.", "response_format": "wav", "stream": False, "seed": 4}
+        return await http.post("/v1/audio/speech", json=body)
+
+    response = api(scenario)
+    assert response.status_code == 200 and int(response.headers["content-length"]) == len(response.content)
+    assert float(response.headers["x-latency-first-audio-ms"]) > 0
+    assert decode(response.content)[0] == 24000
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "param", "message"),
+    [
+        ({"voice": "zed", "input": "Hi."}, 404, "voice", "unknown voice 'zed'"),
+        ({"voice": "alloy", "input": "   "}, 400, "text", "text is empty"),
+        ({"voice": "alloy", "input": "x" * 4097}, 400, "input", "at most 4096"),
+        ({"voice": "alloy"}, 400, "input", "required"),
+        ({"voice": "alloy", "input": "Hi.", "speed": 2.0}, 400, "speed", "not supported yet"),
+        ({"voice": "alloy", "input": "Hi.", "speed": 9}, 400, "speed", "less than or equal to 4"),
+        ({"voice": "alloy", "input": "Hi.", "response_format": "ogg"}, 400, "response_format", "mp3"),
+        ({"voice": "alloy", "input": "Hi.", "language": "Klingon"}, 400, "language", "unknown language"),
+        (
+            {"voice": "alloy", "input": "Hi.", "response_format": "opus", "sample_rate": 44100},
+            400,
+            "sample_rate",
+            "opus cannot be sent at 44100 Hz",
+        ),
+    ],
+)
+def test_errors_use_the_openai_envelope(api, body, status, param, message):
+    async def scenario(_, http):
+        return await http.post("/v1/audio/speech", json={"model": "tts-1", **body})
+
+    response = api(scenario)
+    assert response.status_code == status
+    error = response.json()["error"]
+    assert set(error) == {"message", "type", "param", "code"}
+    assert error["param"] == param and message in error["message"]
+
+
+def test_sdk_raises_typed_errors(api):
+    async def scenario(client, _):
+        with pytest.raises(openai.NotFoundError) as info:
+            await client.audio.speech.create(model="tts-1", voice="zed", input="Hi.")
+        return info.value.body
+
+    assert "unknown voice" in api(scenario)["message"]
+
+
+def test_discovery_and_health(api):
+    async def scenario(client, http):
+        models = await client.models.list()
+        voices = (await http.get("/v1/audio/voices")).json()
+        return [m.id for m in models.data], voices, (await http.get("/health")).json(), await http.get("/ready")
+
+    model_ids, voices, health, ready = api(scenario)
+    assert model_ids == ["tiny-custom-voice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+    names = {v["id"]: v for v in voices["data"]}
+    assert "vivian" in names and names["alloy"]["alias_of"] == "vivian"
+    assert health["model"] == "ready" and ready.status_code == 200
