@@ -160,3 +160,42 @@ def test_discovery_and_health(api):
     names = {v["id"]: v for v in voices["data"]}
     assert "vivian" in names and names["alloy"]["alias_of"] == "vivian"
     assert health["model"] == "ready" and ready.status_code == 200
+
+
+def test_seed_compatible_stream_paths(api):
+    async def scenario(_, http):
+        body = {"voice": "Vivian", "input": "Old paths.", "seed": 6}
+        sse = await http.post("/v1/audio/speech/stream", json=body)
+        pcm = await http.post("/v1/audio/speech/stream/pcm", json=body)
+        return sse, pcm
+
+    sse, pcm = api(scenario)
+    lines = [line[6:] for line in sse.text.splitlines() if line.startswith("data: ")]
+    assert lines[-1] == "[DONE]" and json.loads(lines[-2])["type"] == "speech.audio.done"
+    audio = b"".join(base64.b64decode(json.loads(line)["audio"]) for line in lines[:-2])
+    assert pcm.headers["x-pcm-sample-rate"] == "24000" and pcm.headers["x-pcm-bit-depth"] == "16"
+    assert pcm.headers["x-pcm-channels"] == "1" and pcm.headers["content-type"] == "audio/pcm"
+    assert audio == pcm.content and len(audio) % (1920 * 2) == 0
+
+
+def test_api_key_guards_everything_but_health(models):
+    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", api_key="s3cret", max_batch_size=2)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                health = await http.get("/health")
+                missing = await http.get("/v1/models")
+                wrong = await http.get("/v1/models", headers={"Authorization": "Bearer nope"})
+                good = await http.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
+                client = openai.AsyncOpenAI(api_key="s3cret", base_url="http://test/v1", http_client=http)
+                speech = await client.audio.speech.create(
+                    model="tts-1", voice="alloy", input="Hi.", response_format="pcm", extra_body={"seed": 1}
+                )
+                return health, missing, wrong, good, speech
+
+    health, missing, wrong, good, speech = asyncio.run(main())
+    assert health.status_code == 200 and good.status_code == 200 and len(speech.content) > 0
+    for response in (missing, wrong):
+        assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"

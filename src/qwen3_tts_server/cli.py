@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 import time
 from pathlib import Path
@@ -228,6 +229,7 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--max-batch-size", type=int, help="rows per decode step (default 16 on CPU, 64 on GPU)")
     p.add_argument("--max-queue-depth", type=int, default=64)
+    p.add_argument("--api-key", default=os.environ.get("API_KEY"), help="require this bearer token (env API_KEY)")
     p.set_defaults(func=_serve)
 
 
@@ -241,7 +243,13 @@ def _serve(args: argparse.Namespace) -> int:
 
     resolve_checkpoint(args.model)  # fail before binding a port if the checkpoint cannot be found
     models = ModelManager(lambda: Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype))
-    app = create_app(models, args.model, max_batch_size=args.max_batch_size, max_queue_depth=args.max_queue_depth)
+    app = create_app(
+        models,
+        args.model,
+        api_key=args.api_key,
+        max_batch_size=args.max_batch_size,
+        max_queue_depth=args.max_queue_depth,
+    )
     uvicorn.run(app, host=args.host, port=args.port, uds=args.uds, log_level="info")
     return 0
 

@@ -2,19 +2,23 @@
 
 from __future__ import annotations
 
+import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from fastapi import FastAPI
+from fastapi import FastAPI, Request
 
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from . import discovery, speech
-from .errors import install_error_handlers
+from .errors import envelope, install_error_handlers
+
+OPEN_PATHS = {"/health"}
 
 
-def create_app(models: ModelManager, model_id: str, **engine_options) -> FastAPI:
-    """`models` supplies the model; the engine starts with the app (loading the model first) and stops with it."""
+def create_app(models: ModelManager, model_id: str, api_key: str | None = None, **engine_options) -> FastAPI:
+    """`models` supplies the model; the engine starts with the app (loading the model first) and stops with
+    it. With `api_key`, every route but /health needs `Authorization: Bearer <api_key>`."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -28,6 +32,15 @@ def create_app(models: ModelManager, model_id: str, **engine_options) -> FastAPI
     app.state.models = models
     app.state.model_id = model_id
     install_error_handlers(app)
+    if api_key:
+
+        @app.middleware("http")
+        async def require_key(request: Request, call_next):
+            given = request.headers.get("authorization", "").removeprefix("Bearer ").encode()
+            if request.url.path not in OPEN_PATHS and not hmac.compare_digest(given, api_key.encode()):
+                return envelope(401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key")
+            return await call_next(request)
+
     app.include_router(speech.router)
     app.include_router(discovery.router)
     return app

@@ -9,7 +9,13 @@ from starlette.exceptions import HTTPException
 
 from ..errors import EngineBusyError, TTSError
 
-ERROR_TYPES = {400: "invalid_request_error", 404: "invalid_request_error", 503: "server_error", 504: "server_error"}
+ERROR_TYPES = {
+    400: "invalid_request_error",
+    401: "authentication_error",
+    404: "invalid_request_error",
+    503: "server_error",
+    504: "server_error",
+}
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
