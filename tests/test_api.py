@@ -117,7 +117,6 @@ def test_whole_file_has_content_length(api):
         ({"voice": "alloy", "input": "   "}, 400, "text", "text is empty"),
         ({"voice": "alloy", "input": "x" * 4097}, 400, "input", "at most 4096"),
         ({"voice": "alloy"}, 400, "input", "required"),
-        ({"voice": "alloy", "input": "Hi.", "speed": 2.0}, 400, "speed", "not supported yet"),
         ({"voice": "alloy", "input": "Hi.", "speed": 9}, 400, "speed", "less than or equal to 4"),
         ({"voice": "alloy", "input": "Hi.", "response_format": "ogg"}, 400, "response_format", "mp3"),
         ({"voice": "alloy", "input": "Hi.", "language": "Klingon"}, 400, "language", "unknown language"),
@@ -199,3 +198,22 @@ def test_api_key_guards_everything_but_health(models):
     assert health.status_code == 200 and good.status_code == 200 and len(speech.content) > 0
     for response in (missing, wrong):
         assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
+
+
+def test_speed_changes_duration_not_pitch(api):
+    async def scenario(client, _):
+        out = {}
+        for speed in (1.0, 2.0, 0.5):
+            response = await client.audio.speech.create(
+                model="tts-1",
+                voice="Ryan",
+                input="Speed test sentence.",
+                response_format="pcm",
+                speed=speed,
+                extra_body={"seed": 8},
+            )
+            out[speed] = len(response.content) / 2 / 24000
+        return out
+
+    seconds = api(scenario)
+    assert abs(seconds[2.0] - seconds[1.0] / 2) < 0.1 and abs(seconds[0.5] - seconds[1.0] * 2) < 0.15

@@ -103,3 +103,14 @@ def test_media_types():
 def test_bad_format_or_rate(name, rate, message):
     with pytest.raises(InvalidInputError, match=message):
         StreamEncoder(name, rate)
+
+
+@pytest.mark.parametrize("speed", [0.25, 0.5, 1.5, 2.0, 4.0])
+def test_tempo_keeps_pitch_and_scales_duration(speed):
+    from qwen3_tts_server.service.tempo import Tempo
+
+    tempo = Tempo(speed)
+    audio = sine(seconds=4.0)
+    out = np.concatenate([tempo.process(audio[i : i + 1920]) for i in range(0, len(audio), 1920)] + [tempo.flush()])
+    assert abs(len(out) / RATE - 4.0 / speed) < 0.05 * 4.0 / speed + 0.02
+    assert abs(dominant_frequency(out, RATE) - 440) < 5

@@ -15,6 +15,7 @@ from ..errors import InvalidInputError, NotFoundError
 from ..model.prompt import VoiceRequest
 from ..model.tts_model import Qwen3TTSModel
 from .encoding import StreamEncoder
+from .tempo import Tempo
 
 # OpenAI's built-in voice names, each mapped to a preset speaker of the CustomVoice models.
 OPENAI_VOICES = {
@@ -69,6 +70,7 @@ class SpeechStream:
     job: SpeechJob
     encoder: StreamEncoder
     text_tokens: int
+    tempo: Tempo | None = None  # speed != 1
     started: float = field(default_factory=time.perf_counter)
     frames: int = 0
     first_audio: float | None = None
@@ -78,12 +80,12 @@ class SpeechStream:
         try:
             async for chunk in chunks:
                 self.frames += chunk.frames
-                data = self.encoder.write(chunk.audio)
+                data = self.encoder.write(self.tempo.process(chunk.audio) if self.tempo else chunk.audio)
                 if self.first_audio is None:
                     self.first_audio = time.perf_counter() - self.started
                 if data:
                     yield data
-            tail = self.encoder.close()
+            tail = (self.encoder.write(self.tempo.flush()) if self.tempo else b"") + self.encoder.close()
             if tail:
                 yield tail
         finally:
@@ -117,8 +119,6 @@ def _event(payload: dict) -> bytes:
 
 def prepare(engine: Engine, model: Qwen3TTSModel, body: SpeechRequest) -> SpeechStream:
     """Validate everything up front, so that errors are answered before any audio byte is sent."""
-    if body.speed != 1.0:
-        raise InvalidInputError("speed other than 1.0 is not supported yet", param="speed")
     request = model.prompts.validate(voice_request(model, body))  # text, language, speaker, instructions
     text_tokens = len(model.prompts.text_ids(request.text))
     params = model.sampling(
@@ -131,4 +131,5 @@ def prepare(engine: Engine, model: Qwen3TTSModel, body: SpeechRequest) -> Speech
     encoder = StreamEncoder(body.response_format, body.sample_rate)
     interactive = body.stream or body.stream_format == "sse"
     job = SpeechJob(request, params, interactive=interactive)
-    return SpeechStream(engine, job, encoder, text_tokens=text_tokens)
+    tempo = Tempo(body.speed) if body.speed != 1.0 else None
+    return SpeechStream(engine, job, encoder, text_tokens=text_tokens, tempo=tempo)
