@@ -217,3 +217,21 @@ def test_speed_changes_duration_not_pitch(api):
 
     seconds = api(scenario)
     assert abs(seconds[2.0] - seconds[1.0] / 2) < 0.1 and abs(seconds[0.5] - seconds[1.0] * 2) < 0.15
+
+
+def test_full_queue_answers_503_with_retry_after(models):
+    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", max_batch_size=1, max_queue_depth=0)
+
+    async def main():
+        async with app.router.lifespan_context(app):
+            transport = httpx.ASGITransport(app=app)
+            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
+                plain = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi."})
+                sse = await http.post(
+                    "/v1/audio/speech", json={"voice": "alloy", "input": "Hi.", "stream_format": "sse"}
+                )
+                return plain, sse
+
+    for response in asyncio.run(main()):
+        assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
+        assert response.json()["error"]["code"] == "server_busy"

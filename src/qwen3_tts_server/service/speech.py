@@ -9,9 +9,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
 from ..api.schemas import SpeechRequest
-from ..engine.engine import Engine
+from ..engine.engine import Engine, JobStream
 from ..engine.jobs import SpeechJob
-from ..errors import InvalidInputError, NotFoundError
+from ..errors import InvalidInputError, NotFoundError, TTSError
 from ..model.prompt import VoiceRequest
 from ..model.tts_model import Qwen3TTSModel
 from .encoding import StreamEncoder
@@ -66,8 +66,7 @@ def voice_request(model: Qwen3TTSModel, body: SpeechRequest) -> VoiceRequest:
 class SpeechStream:
     """A prepared request: iterate `audio()` or `sse()` once."""
 
-    engine: Engine
-    job: SpeechJob
+    chunks: JobStream  # submitted when prepared, so a full queue is answered 503 before any byte
     encoder: StreamEncoder
     text_tokens: int
     tempo: Tempo | None = None  # speed != 1
@@ -76,9 +75,8 @@ class SpeechStream:
     first_audio: float | None = None
 
     async def audio(self) -> AsyncIterator[bytes]:
-        chunks = self.engine.submit(self.job)
         try:
-            async for chunk in chunks:
+            async for chunk in self.chunks:
                 self.frames += chunk.frames
                 data = self.encoder.write(self.tempo.process(chunk.audio) if self.tempo else chunk.audio)
                 if self.first_audio is None:
@@ -89,24 +87,16 @@ class SpeechStream:
             if tail:
                 yield tail
         finally:
-            await chunks.aclose()  # a client that went away frees its engine row
+            await self.chunks.aclose()  # a client that went away frees its engine row
 
     async def sse(self) -> AsyncIterator[bytes]:
         try:
             async for data in self.audio():
                 yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
-        except InvalidInputError as exc:
-            yield _event(
-                {
-                    "type": "error",
-                    "error": {
-                        "message": str(exc),
-                        "type": "invalid_request_error",
-                        "param": exc.param,
-                        "code": exc.code,
-                    },
-                }
-            )
+        except TTSError as exc:  # the headers are sent: the error becomes an event
+            kind = "invalid_request_error" if exc.status < 500 else "server_error"
+            error = {"message": str(exc), "type": kind, "param": getattr(exc, "param", None), "code": exc.code}
+            yield _event({"type": "error", "error": error})
             return
         usage = {"input_tokens": self.text_tokens, "output_tokens": self.frames}
         usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
@@ -130,6 +120,6 @@ def prepare(engine: Engine, model: Qwen3TTSModel, body: SpeechRequest) -> Speech
     )
     encoder = StreamEncoder(body.response_format, body.sample_rate)
     interactive = body.stream or body.stream_format == "sse"
-    job = SpeechJob(request, params, interactive=interactive)
     tempo = Tempo(body.speed) if body.speed != 1.0 else None
-    return SpeechStream(engine, job, encoder, text_tokens=text_tokens, tempo=tempo)
+    chunks = engine.submit(SpeechJob(request, params, interactive=interactive))  # busy: 503 before any byte
+    return SpeechStream(chunks, encoder, text_tokens=text_tokens, tempo=tempo)
