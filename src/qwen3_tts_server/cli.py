@@ -63,13 +63,7 @@ def _synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     model = Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype)
     loaded = time.perf_counter()
-    params = model.sampling(
-        temperature=args.temperature,
-        top_k=args.top_k,
-        top_p=args.top_p,
-        repetition_penalty=args.repetition_penalty,
-        seed=args.seed,
-    )
+    params = model.sampling_for(args)
     if args.greedy:
         params = params.greedy()
     voice = _voice(args, model)

@@ -14,6 +14,9 @@ import torch
 from ..errors import InvalidInputError
 from .config import GenerationDefaults
 
+# The settings a request (CLI flags, API body) may override, by the same names on both.
+REQUEST_OVERRIDES = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
+
 
 @dataclass(frozen=True)
 class SamplingParams:

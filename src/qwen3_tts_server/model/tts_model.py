@@ -22,7 +22,7 @@ from .config import CodecDecoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
 from .layers import fuse_projections
 from .prompt import PromptBuilder, TalkerPrompt, VoiceRequest
-from .sampling import SamplingParams
+from .sampling import REQUEST_OVERRIDES, SamplingParams
 from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
@@ -166,6 +166,10 @@ class Qwen3TTSModel:
     def sampling(self, **overrides) -> SamplingParams:
         """Sampling settings: generation_config.json defaults with the given overrides."""
         return SamplingParams.from_defaults(self.defaults, **overrides)
+
+    def sampling_for(self, source: object) -> SamplingParams:
+        """Sampling settings with the overrides a request carries as attributes (None: the default)."""
+        return self.sampling(**{name: getattr(source, name) for name in REQUEST_OVERRIDES})
 
     @staticmethod
     def frame_budget(prompt: TalkerPrompt) -> int:

@@ -111,13 +111,7 @@ def prepare(engine: Engine, model: Qwen3TTSModel, body: SpeechRequest) -> Speech
     """Validate everything up front, so that errors are answered before any audio byte is sent."""
     request = model.prompts.validate(voice_request(model, body))  # text, language, speaker, instructions
     text_tokens = len(model.prompts.text_ids(request.text))
-    params = model.sampling(
-        temperature=body.temperature,
-        top_p=body.top_p,
-        top_k=body.top_k,
-        repetition_penalty=body.repetition_penalty,
-        seed=body.seed,
-    )
+    params = model.sampling_for(body)
     encoder = StreamEncoder(body.response_format, body.sample_rate)
     interactive = body.stream or body.stream_format == "sse"
     tempo = Tempo(body.speed) if body.speed != 1.0 else None
