@@ -273,3 +273,13 @@ def test_preload_loads_before_the_first_request(checkpoint_dirs):
         assert manager.state is ModelState.READY and manager.loads == 1
     finally:
         engine.stop()
+
+
+def test_zero_frame_budget_is_refused_on_its_stream(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        with pytest.raises(InvalidInputError, match="max_frames must be >= 1"):
+            await collect(engine.submit(SpeechJob(REQUESTS[0], model.sampling(), max_frames=0)))
+
+    run_engine(model, scenario)

@@ -56,6 +56,10 @@ class _Handle:
         self.sizes = self.job.chunk_sizes()
         self.next_size = next(self.sizes)
 
+    def expired(self, now: float) -> bool:
+        """Cancelled by its client, or past its deadline."""
+        return self.cancelled or (self.deadline is not None and now > self.deadline)
+
     def deliver(self, item) -> None:
         try:
             self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
@@ -155,7 +159,7 @@ class Engine:
         with self._cv:
             if self._stopping:
                 raise EngineStoppedError("the engine is shutting down")
-            if len(self._interactive) + len(self._batch) >= self.max_queue_depth:
+            if self.waiting >= self.max_queue_depth:
                 raise EngineBusyError(f"the server is busy ({self.max_queue_depth} requests waiting); retry shortly")
             (self._interactive if job.interactive else self._batch).append(handle)
             self._cv.notify()
@@ -215,12 +219,12 @@ class Engine:
         now = time.monotonic()
         with self._cv:
             for waiting in (self._interactive, self._batch):
-                for handle in [h for h in waiting if h.cancelled or (h.deadline and now > h.deadline)]:
+                for handle in [h for h in waiting if h.expired(now)]:
                     waiting.remove(handle)
                     if not handle.cancelled:
                         handle.deliver(RequestTimeoutError(f"the request waited past its {handle.job.timeout} s limit"))
         for row, handle in list(self._active.items()):
-            if handle.cancelled or (handle.deadline and now > handle.deadline):
+            if handle.expired(now):
                 self.generator.remove(row)
                 del self._active[row]
                 if not handle.cancelled:
@@ -249,11 +253,11 @@ class Engine:
             handle = self._next_waiting()
             if handle is None:
                 return
+            job = handle.job
             try:
-                prompt = model.prompts.build(handle.job.request)
-                handle.job.params.validate()
-                budget = min(handle.job.max_frames or model.frame_budget(prompt), self.max_frames_cap)
-                row = self.generator.add(prompt, handle.job.params, budget, handle.job.suppress_eos)
+                row, _ = model.add_row(
+                    self.generator, job.request, job.params, job.max_frames, job.suppress_eos, self.max_frames_cap
+                )
             except TTSError as exc:
                 handle.deliver(exc)
                 continue

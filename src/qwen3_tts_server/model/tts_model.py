@@ -175,6 +175,26 @@ class Qwen3TTSModel:
     def frame_budget(prompt: TalkerPrompt) -> int:
         return BUDGET_BASE_FRAMES + BUDGET_FRAMES_PER_TOKEN * prompt.text_tokens
 
+    def add_row(
+        self,
+        generator: FrameGenerator,
+        request: VoiceRequest,
+        params: SamplingParams,
+        max_frames: int | None = None,
+        suppress_eos: bool = False,
+        frame_cap: int | None = None,
+    ) -> tuple[int, int]:
+        """Validate a request and prefill it into a free row: returns (row, frame budget). The budget is
+        `max_frames`, else the text-length default, never above `frame_cap`."""
+        if max_frames is not None and max_frames < 1:
+            raise InvalidInputError(f"max_frames must be >= 1, got {max_frames}", param="max_frames")
+        prompt = self.prompts.build(request)
+        params.validate()
+        budget = max_frames if max_frames is not None else self.frame_budget(prompt)
+        if frame_cap is not None:
+            budget = min(budget, frame_cap)
+        return generator.add(prompt, params, budget, suppress_eos), budget
+
     def generate(
         self,
         requests: Sequence[VoiceRequest],
@@ -189,17 +209,13 @@ class Qwen3TTSModel:
             return []
         if isinstance(params, SamplingParams):
             params = [params] * len(requests)
-        if max_frames is not None and max_frames < 1:
-            raise InvalidInputError(f"max_frames must be >= 1, got {max_frames}", param="max_frames")
-        prompts = [self.prompts.build(r) for r in requests]
         generator = FrameGenerator(self.talker, len(requests))
         row_of = {}
         total_budget = 0
-        for i, (prompt, p) in enumerate(zip(prompts, params, strict=True)):
-            p.validate()
-            budget = max_frames if max_frames is not None else self.frame_budget(prompt)
+        for i, (request, p) in enumerate(zip(requests, params, strict=True)):
+            row, budget = self.add_row(generator, request, p, max_frames, suppress_eos)
             total_budget += budget
-            row_of[generator.add(prompt, p, budget, suppress_eos)] = i
+            row_of[row] = i
         frames: list[list[torch.Tensor]] = [[] for _ in requests]
         reasons = ["length"] * len(requests)
         done = 0
