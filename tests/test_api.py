@@ -106,7 +106,10 @@ def test_whole_file_has_content_length(api):
 
     response = api(scenario)
     assert response.status_code == 200 and int(response.headers["content-length"]) == len(response.content)
-    assert float(response.headers["x-latency-first-audio-ms"]) > 0
+    latency = {part: float(response.headers[f"x-latency-{part}-ms"]) for part in ("queue", "infer", "encode", "total")}
+    assert latency["infer"] > 0 and latency["encode"] > 0 and latency["queue"] >= 0
+    assert latency["total"] >= latency["queue"] + latency["infer"]
+    assert 0 < float(response.headers["x-latency-first-audio-ms"]) <= latency["total"]
     assert decode(response.content)[0] == 24000
 
 

@@ -21,8 +21,7 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     if body.stream:
         return StreamingResponse(speech.audio(), media_type=speech.encoder.media_type, headers=STREAM_HEADERS)
     content = b"".join([part async for part in speech.audio()])
-    headers = {"X-Latency-First-Audio-Ms": f"{1000 * (speech.first_audio or 0):.1f}"}
-    return Response(content, media_type=speech.encoder.media_type, headers=headers)
+    return Response(content, media_type=speech.encoder.media_type, headers=speech.latency_headers())
 
 
 @router.post("/v1/audio/speech/stream")

@@ -8,6 +8,8 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from ..api.schemas import SpeechRequest
 from ..engine.engine import Engine, JobStream
 from ..engine.jobs import SpeechJob
@@ -72,22 +74,50 @@ class SpeechStream:
     tempo: Tempo | None = None  # speed != 1
     started: float = field(default_factory=time.perf_counter)
     frames: int = 0
-    first_audio: float | None = None
+    first_audio: float | None = None  # seconds from prepare() to the first encoded audio
+    queue_seconds: float = 0.0  # waiting for an engine row
+    infer_seconds: float = 0.0  # from admission to the last frame
+    encode_seconds: float = 0.0  # speed change and encoding
+    total_seconds: float = 0.0  # from prepare() to the last byte
 
     async def audio(self) -> AsyncIterator[bytes]:
         try:
             async for chunk in self.chunks:
                 self.frames += chunk.frames
-                data = self.encoder.write(self.tempo.process(chunk.audio) if self.tempo else chunk.audio)
+                self.queue_seconds = chunk.queue_seconds
+                self.infer_seconds = chunk.elapsed_seconds - chunk.queue_seconds
+                data = self._encode(chunk.audio)
                 if self.first_audio is None:
                     self.first_audio = time.perf_counter() - self.started
                 if data:
                     yield data
-            tail = (self.encoder.write(self.tempo.flush()) if self.tempo else b"") + self.encoder.close()
+            tail = self._encode(None)
+            self.total_seconds = time.perf_counter() - self.started
             if tail:
                 yield tail
         finally:
             await self.chunks.aclose()  # a client that went away frees its engine row
+
+    def _encode(self, audio: np.ndarray | None) -> bytes:
+        """Encode one chunk of audio, or with None flush the speed change and the encoder."""
+        began = time.perf_counter()
+        if audio is None:
+            data = (self.encoder.write(self.tempo.flush()) if self.tempo else b"") + self.encoder.close()
+        else:
+            data = self.encoder.write(self.tempo.process(audio) if self.tempo else audio)
+        self.encode_seconds += time.perf_counter() - began
+        return data
+
+    def latency_headers(self) -> dict[str, str]:
+        """The whole-file response's timing breakdown, in milliseconds."""
+        parts = {
+            "Queue": self.queue_seconds,
+            "First-Audio": self.first_audio or 0.0,
+            "Infer": self.infer_seconds,
+            "Encode": self.encode_seconds,
+            "Total": self.total_seconds,
+        }
+        return {f"X-Latency-{name}-Ms": f"{1000 * seconds:.1f}" for name, seconds in parts.items()}
 
     async def sse(self) -> AsyncIterator[bytes]:
         try:
