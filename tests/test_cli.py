@@ -9,6 +9,8 @@ import sys
 import numpy as np
 import soundfile as sf
 
+from qwen3_tts_server.testing.live_server import live_server
+
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     env = {**os.environ, "HF_HUB_OFFLINE": "1"}
@@ -211,43 +213,11 @@ def test_bench_reports_every_level_and_plots(tmp_path):
 
 
 def test_serve_streams_over_loopback(checkpoint_dirs):
-    import socket
     import time
 
-    import httpx
     import openai
 
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "qwen3_tts_server",
-            "serve",
-            "--model",
-            str(checkpoint_dirs["custom_voice"]),
-            "--port",
-            str(port),
-        ],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline:
-            try:
-                if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            assert server.poll() is None, server.stdout.read()
-            time.sleep(0.3)
+    with live_server(checkpoint_dirs["custom_voice"]) as base:
         client = openai.OpenAI(api_key="unused", base_url=f"{base}/v1")
         arrivals, parts = [], []
         with client.audio.speech.with_streaming_response.create(
@@ -262,6 +232,3 @@ def test_serve_streams_over_loopback(checkpoint_dirs):
                 parts.append(part)
         assert len(parts) > 3 and arrivals[-1] - arrivals[0] > 0.2, "audio must arrive while it is generated"
         assert len(b"".join(parts)) % (1920 * 2) == 0
-    finally:
-        server.terminate()
-        server.wait(timeout=30)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import hmac
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
@@ -11,9 +10,8 @@ from fastapi import FastAPI, Request
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from . import discovery, speech
+from .auth import OPEN_PATHS, bearer_matches
 from .errors import envelope, install_error_handlers
-
-OPEN_PATHS = {"/health"}
 
 
 def create_app(models: ModelManager, model_id: str, api_key: str | None = None, **engine_options) -> FastAPI:
@@ -31,13 +29,13 @@ def create_app(models: ModelManager, model_id: str, api_key: str | None = None, 
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
     app.state.models = models
     app.state.model_id = model_id
+    app.state.api_key = api_key
     install_error_handlers(app)
     if api_key:
 
         @app.middleware("http")
         async def require_key(request: Request, call_next):
-            given = request.headers.get("authorization", "").removeprefix("Bearer ").encode()
-            if request.url.path not in OPEN_PATHS and not hmac.compare_digest(given, api_key.encode()):
+            if request.url.path not in OPEN_PATHS and not bearer_matches(request.headers.get("authorization"), api_key):
                 return envelope(401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key")
             return await call_next(request)
 
