@@ -194,7 +194,7 @@ def test_synth_clone_errors(checkpoint_dirs, tmp_path):
         str(not_audio),
         "--x-vector-only",
     )
-    assert bad.returncode == 2 and "could not be decoded" in bad.stderr
+    assert bad.returncode == 2 and "is not audio in a format this server reads" in bad.stderr
 
 
 def test_bench_reports_every_level_and_plots(tmp_path):

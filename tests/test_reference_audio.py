@@ -10,7 +10,7 @@ import pytest
 import soundfile as sf
 
 from qwen3_tts_server.audio.reference import MAX_SECONDS, SAMPLE_RATE, load_reference
-from qwen3_tts_server.errors import InvalidInputError
+from qwen3_tts_server.errors import InvalidInputError, UnsupportedMediaError
 
 
 def tone(seconds: float, rate: int = 24000, channels: int = 1, amplitude: float = 0.3) -> np.ndarray:
@@ -84,7 +84,6 @@ def test_tail_silence_is_appended_only_when_asked():
     ("data", "message"),
     [
         (b"", "empty"),
-        (b"definitely not audio, just some text bytes" * 10, "could not be decoded"),
         (wav_bytes(np.zeros((24000 * 3, 1), np.float32), 24000), "silent"),
         (wav_bytes(tone(0.5), 24000), "only 0.50 s"),
         (wav_bytes(tone(MAX_SECONDS + 1, rate=8000), 8000), "the limit is 30 s"),
@@ -93,6 +92,12 @@ def test_tail_silence_is_appended_only_when_asked():
 def test_bad_references_are_refused(data, message):
     with pytest.raises(InvalidInputError, match=message):
         load_reference(data)
+
+
+def test_bytes_that_are_not_audio_are_unsupported_media():
+    with pytest.raises(UnsupportedMediaError, match="not audio in a format") as caught:
+        load_reference(b"definitely not audio, just some text bytes" * 10)
+    assert caught.value.status == 415 and caught.value.param == "audio"
 
 
 @pytest.mark.parametrize("container", ["wav", "flac"])

@@ -26,6 +26,20 @@ class NotFoundError(InvalidInputError):
     code = "not_found"
 
 
+class PayloadTooLargeError(InvalidInputError):
+    """An upload is over its size limit."""
+
+    status = 413
+    code = "payload_too_large"
+
+
+class UnsupportedMediaError(InvalidInputError):
+    """Uploaded bytes are not audio in a format this server can decode."""
+
+    status = 415
+    code = "unsupported_media_type"
+
+
 class CheckpointError(TTSError):
     """A checkpoint cannot be found, fetched or read."""
 

@@ -17,7 +17,7 @@ import av
 import numpy as np
 import soxr
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, UnsupportedMediaError
 
 SAMPLE_RATE = 24000
 MIN_VOICED_SECONDS = 1.0
@@ -81,12 +81,19 @@ def decode_audio(data: bytes) -> tuple[np.ndarray, int]:
         raise InvalidInputError("the reference audio is empty", param="audio")
     _check_wav_complete(data)
     try:
-        with av.open(io.BytesIO(data), mode="r") as container:
-            if not container.streams.audio:
-                raise InvalidInputError("the reference file holds no audio stream", param="audio")
-            stream = container.streams.audio[0]
-            declared = float(container.duration) / av.time_base if container.duration else None
-            chunks = []
+        container = av.open(io.BytesIO(data), mode="r")
+    except (av.error.FFmpegError, ValueError, UnicodeDecodeError) as exc:
+        raise UnsupportedMediaError(
+            f"the reference is not audio in a format this server reads (wav, flac, mp3, ogg, m4a, webm, ...): {exc}",
+            param="audio",
+        ) from None
+    with container:
+        if not container.streams.audio:
+            raise UnsupportedMediaError("the reference file holds no audio stream", param="audio")
+        stream = container.streams.audio[0]
+        declared = float(container.duration) / av.time_base if container.duration else None
+        chunks = []
+        try:
             for frame in container.decode(stream):
                 array = frame.to_ndarray()
                 channels = len(frame.layout.channels)
@@ -94,12 +101,10 @@ def decode_audio(data: bytes) -> tuple[np.ndarray, int]:
                     array = array.reshape(-1, channels).T
                 chunks.append(_to_float(array, frame.format.name))
                 rate = frame.sample_rate
-    except InvalidInputError:
-        raise
-    except (av.error.FFmpegError, ValueError, UnicodeDecodeError) as exc:
-        raise InvalidInputError(
-            f"the reference could not be decoded as audio; it may be truncated or corrupt ({exc})", param="audio"
-        ) from None
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise InvalidInputError(
+                f"the reference could not be decoded as audio; it may be truncated or corrupt ({exc})", param="audio"
+            ) from None
     if not chunks:
         raise InvalidInputError("the reference audio decodes to no samples", param="audio")
     audio = np.concatenate(chunks, axis=1)

@@ -263,11 +263,11 @@ class Qwen3TTSModel:
         return codes
 
     @torch.inference_mode()
-    def create_voice_prompt(
-        self, reference: ReferenceAudio, ref_text: str | None = None, x_vector_only: bool = False
-    ) -> VoicePrompt:
-        """Clone a voice from reference audio (Base models): the speaker embedding, plus in in-context mode
-        (the default) the reference's codec codes and its transcript `ref_text`."""
+    def voice_prompt_key(
+        self, audio_sha256: str, ref_text: str | None, x_vector_only: bool
+    ) -> tuple[str, Mode, str | None]:
+        """(prompt id, mode, cleaned transcript) of the voice prompt that reference audio with this SHA-256
+        would give: a cache can be consulted before the audio is decoded."""
         if self.speaker_encoder is None or self.codec_encoder is None:
             raise InvalidInputError(
                 f"voice cloning needs a Base checkpoint (Qwen3-TTS-12Hz-*-Base); this is a {self.model_type} model",
@@ -281,12 +281,20 @@ class Qwen3TTSModel:
                 param="ref_text",
             )
         mode: Mode = "x_vector" if x_vector_only else "in_context"
+        return voice_prompt_id(audio_sha256, ref_text, mode, self.fingerprint), mode, ref_text
+
+    def create_voice_prompt(
+        self, reference: ReferenceAudio, ref_text: str | None = None, x_vector_only: bool = False
+    ) -> VoicePrompt:
+        """Clone a voice from reference audio (Base models): the speaker embedding, plus in in-context mode
+        (the default) the reference's codec codes and its transcript `ref_text`."""
+        prompt_id, mode, ref_text = self.voice_prompt_key(reference.sha256, ref_text, x_vector_only)
         samples = torch.from_numpy(reference.samples)
         # The mel front end runs on the CPU in float32, as the official one does; the encoder on the device.
         embedding = self.speaker_encoder.embed(samples).float().cpu()
         codes = None if x_vector_only else self.codec_encoder.encode(samples[None].to(self.device))[0].cpu()
         return VoicePrompt(
-            id=voice_prompt_id(reference.sha256, ref_text, mode, self.fingerprint),
+            id=prompt_id,
             mode=mode,
             checkpoint=self.fingerprint,
             speaker_embedding=embedding,
