@@ -2,16 +2,16 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import io
 import json
+import os
 
 import av
-import httpx
 import openai
 import pytest
 
+from in_process import run_in_app
 from qwen3_tts_server.api.app import create_app
 from qwen3_tts_server.engine.model_manager import ModelManager
 
@@ -19,21 +19,16 @@ FORMAT_RATES = {"wav": 24000, "mp3": 24000, "flac": 24000, "opus": 48000, "aac":
 
 
 @pytest.fixture(scope="module")
-def api(models):
+def api(models, tmp_path_factory):
     """(run, client factory): `run(coro_fn)` runs coro_fn(openai_client, httpx_client) with the app up."""
-    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny-custom-voice", max_batch_size=4)
+    app = create_app(
+        ModelManager.fixed(models["custom_voice"]),
+        "tiny-custom-voice",
+        data_dir=tmp_path_factory.mktemp("data"),
+        max_batch_size=4,
+    )
 
-    def run(scenario):
-        async def main():
-            async with app.router.lifespan_context(app):
-                transport = httpx.ASGITransport(app=app)
-                async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-                    client = openai.AsyncOpenAI(api_key="unused", base_url="http://test/v1", http_client=http)
-                    return await scenario(client, http)
-
-        return asyncio.run(main())
-
-    return run
+    return lambda scenario: run_in_app(app, scenario)
 
 
 def decode(data: bytes) -> tuple[int, float]:
@@ -161,7 +156,10 @@ def test_discovery_and_health(api):
     assert model_ids == ["tiny-custom-voice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     names = {v["id"]: v for v in voices["data"]}
     assert "vivian" in names and names["alloy"]["alias_of"] == "vivian"
-    assert health["model"] == "ready" and ready.status_code == 200
+    assert health["model"]["state"] == "ready" and health["model"]["device"] == "cpu" and ready.status_code == 200
+    assert health["model"]["type"] == "custom_voice" and health["model"]["dtype"] == "float32"
+    assert health["memory"]["rss_bytes"] > 50 * 2**20 and health["queue_depth"] == health["active_streams"] == 0
+    assert health["pid"] == os.getpid()
 
 
 def test_seed_compatible_stream_paths(api):
@@ -180,25 +178,24 @@ def test_seed_compatible_stream_paths(api):
     assert audio == pcm.content and len(audio) % (1920 * 2) == 0
 
 
-def test_api_key_guards_everything_but_health(models):
-    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", api_key="s3cret", max_batch_size=2)
+def test_api_key_guards_everything_but_the_probes(models, tmp_path):
+    app = create_app(
+        ModelManager.fixed(models["custom_voice"]), "tiny", api_key="s3cret", data_dir=tmp_path, max_batch_size=2
+    )
 
-    async def main():
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-                health = await http.get("/health")
-                missing = await http.get("/v1/models")
-                wrong = await http.get("/v1/models", headers={"Authorization": "Bearer nope"})
-                good = await http.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
-                client = openai.AsyncOpenAI(api_key="s3cret", base_url="http://test/v1", http_client=http)
-                speech = await client.audio.speech.create(
-                    model="tts-1", voice="alloy", input="Hi.", response_format="pcm", extra_body={"seed": 1}
-                )
-                return health, missing, wrong, good, speech
+    async def scenario(client, http):
+        health = await http.get("/health")
+        ready = await http.get("/ready")
+        missing = await http.get("/v1/models")
+        wrong = await http.get("/v1/models", headers={"Authorization": "Bearer nope"})
+        good = await http.get("/v1/models", headers={"Authorization": "Bearer s3cret"})
+        speech = await client.audio.speech.create(
+            model="tts-1", voice="alloy", input="Hi.", response_format="pcm", extra_body={"seed": 1}
+        )
+        return health, ready, missing, wrong, good, speech
 
-    health, missing, wrong, good, speech = asyncio.run(main())
-    assert health.status_code == 200 and good.status_code == 200 and len(speech.content) > 0
+    health, ready, missing, wrong, good, speech = run_in_app(app, scenario, api_key="s3cret")
+    assert health.status_code == ready.status_code == good.status_code == 200 and len(speech.content) > 0
     for response in (missing, wrong):
         assert response.status_code == 401 and response.json()["error"]["code"] == "invalid_api_key"
 
@@ -222,19 +219,16 @@ def test_speed_changes_duration_not_pitch(api):
     assert abs(seconds[2.0] - seconds[1.0] / 2) < 0.1 and abs(seconds[0.5] - seconds[1.0] * 2) < 0.15
 
 
-def test_full_queue_answers_503_with_retry_after(models):
-    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", max_batch_size=1, max_queue_depth=0)
+def test_full_queue_answers_503_with_retry_after(models, tmp_path):
+    app = create_app(
+        ModelManager.fixed(models["custom_voice"]), "tiny", data_dir=tmp_path, max_batch_size=1, max_queue_depth=0
+    )
 
-    async def main():
-        async with app.router.lifespan_context(app):
-            transport = httpx.ASGITransport(app=app)
-            async with httpx.AsyncClient(transport=transport, base_url="http://test") as http:
-                plain = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi."})
-                sse = await http.post(
-                    "/v1/audio/speech", json={"voice": "alloy", "input": "Hi.", "stream_format": "sse"}
-                )
-                return plain, sse
+    async def scenario(_, http):
+        plain = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi."})
+        sse = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi.", "stream_format": "sse"})
+        return plain, sse
 
-    for response in asyncio.run(main()):
+    for response in run_in_app(app, scenario):
         assert response.status_code == 503 and int(response.headers["retry-after"]) >= 1
         assert response.json()["error"]["code"] == "server_busy"

@@ -224,6 +224,18 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-batch-size", type=int, help="rows per decode step (default 16 on CPU, 64 on GPU)")
     p.add_argument("--max-queue-depth", type=int, default=64)
     p.add_argument("--api-key", default=os.environ.get("API_KEY"), help="require this bearer token (env API_KEY)")
+    p.add_argument(
+        "--data-dir",
+        type=Path,
+        default=os.environ.get("DATA_DIR"),
+        help="where the voice library is kept (env DATA_DIR; default ~/.local/share/qwen3-tts-server)",
+    )
+    p.add_argument(
+        "--voice-cache-max",
+        type=int,
+        default=int(os.environ.get("VOICE_CACHE_MAX", "32")),
+        help="clone prompts kept in memory (env VOICE_CACHE_MAX; default 32)",
+    )
     p.set_defaults(func=_serve)
 
 
@@ -241,6 +253,8 @@ def _serve(args: argparse.Namespace) -> int:
         models,
         args.model,
         api_key=args.api_key,
+        data_dir=args.data_dir,
+        voice_cache_max=args.voice_cache_max,
         max_batch_size=args.max_batch_size,
         max_queue_depth=args.max_queue_depth,
     )

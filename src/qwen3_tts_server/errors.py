@@ -1,5 +1,9 @@
 """Typed errors shared by every layer. The API layer maps them to HTTP statuses; the CLI prints them."""
 
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
 
 class TTSError(Exception):
     """Base class: a message meant for the user, never a traceback."""
@@ -17,6 +21,12 @@ class InvalidInputError(TTSError):
     def __init__(self, message: str, param: str | None = None):
         super().__init__(message)
         self.param = param
+
+
+class InvalidValueError(InvalidInputError):
+    """A field failed schema validation (type, range, length, missing)."""
+
+    code = "invalid_value"
 
 
 class NotFoundError(InvalidInputError):
@@ -75,3 +85,21 @@ class EngineStoppedError(TTSError):
 
     status = 503
     code = "engine_stopped"
+
+
+def invalid_value(errors: Sequence[Mapping]) -> InvalidValueError:
+    """The first of pydantic's validation errors, naming its field (FastAPI's `body` prefix dropped)."""
+    first = errors[0]
+    param = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
+    return InvalidValueError(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
+
+
+def error_type(status: int) -> str:
+    if status == 401:
+        return "authentication_error"
+    return "invalid_request_error" if status < 500 else "server_error"
+
+
+def error_body(exc: TTSError) -> dict:
+    """OpenAI's error object for `exc`: message, type, param and code, all four always present."""
+    return {"message": str(exc), "type": error_type(exc.status), "param": getattr(exc, "param", None), "code": exc.code}

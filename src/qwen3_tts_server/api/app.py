@@ -4,23 +4,38 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 from fastapi import FastAPI, Request
 
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
-from . import discovery, speech
+from ..service.cloning import VoiceCloner
+from ..service.speech import SpeechService
+from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
+from . import discovery, realtime, speech, voices
 from .auth import OPEN_PATHS, bearer_matches
-from .errors import envelope, install_error_handlers
+from .errors import envelope, install_error_handlers, limit_upload_size
 
 
-def create_app(models: ModelManager, model_id: str, api_key: str | None = None, **engine_options) -> FastAPI:
+def create_app(
+    models: ModelManager,
+    model_id: str,
+    api_key: str | None = None,
+    data_dir: str | Path | None = None,
+    voice_cache_max: int = 32,
+    **engine_options,
+) -> FastAPI:
     """`models` supplies the model; the engine starts with the app (loading the model first) and stops with
-    it. With `api_key`, every route but /health needs `Authorization: Bearer <api_key>`."""
+    it. With `api_key`, every route but /health needs `Authorization: Bearer <api_key>`. The voice library
+    lives in `data_dir` (default: the user's data directory); `voice_cache_max` clone prompts stay in memory."""
+    cache = PromptCache(voice_cache_max)
+    library = VoiceLibrary(data_dir or default_data_dir(), cache)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.engine = Engine(models, **engine_options).start(preload=True)
+        app.state.speech = SpeechService(app.state.engine, models, library, VoiceCloner(cache))
         try:
             yield
         finally:
@@ -31,6 +46,7 @@ def create_app(models: ModelManager, model_id: str, api_key: str | None = None, 
     app.state.model_id = model_id
     app.state.api_key = api_key
     install_error_handlers(app)
+    limit_upload_size(app)
     if api_key:
 
         @app.middleware("http")
@@ -40,5 +56,7 @@ def create_app(models: ModelManager, model_id: str, api_key: str | None = None, 
             return await call_next(request)
 
     app.include_router(speech.router)
+    app.include_router(voices.router)
     app.include_router(discovery.router)
+    app.include_router(realtime.router)
     return app

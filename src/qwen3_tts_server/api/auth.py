@@ -1,10 +1,11 @@
-"""The optional API key: `Authorization: Bearer <key>` on every route but /health, compared in constant time."""
+"""The optional API key: `Authorization: Bearer <key>` on every route but the probes (/health, /ready),
+compared in constant time."""
 
 from __future__ import annotations
 
 import hmac
 
-OPEN_PATHS = {"/health"}
+OPEN_PATHS = {"/health", "/ready"}  # load balancers and orchestrators probe without keys
 
 
 def bearer_matches(authorization: str | None, api_key: str | None) -> bool:

@@ -1,11 +1,11 @@
-"""GET /v1/models, GET /v1/audio/voices, GET /health, GET /ready."""
+"""GET /v1/models, GET /health, GET /ready."""
 
 from __future__ import annotations
 
 from fastapi import APIRouter, Request
 from fastapi.responses import JSONResponse
 
-from ..service.speech import OPENAI_VOICES, preset_voices
+from ..service.health import health_report
 
 router = APIRouter()
 MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
@@ -27,27 +27,10 @@ async def list_models(request: Request) -> dict:
     return {"object": "list", "data": entries}
 
 
-@router.get("/v1/audio/voices")
-async def list_voices(request: Request) -> dict:
-    model = request.app.state.models.get()
-    voices = [{"id": name, "name": name, "type": "preset"} for name in model.speakers]
-    voices += [
-        {"id": alias, "name": alias, "type": "alias", "alias_of": target}
-        for alias, target in sorted(preset_voices(model).items())
-        if alias in OPENAI_VOICES
-    ]
-    return {"object": "list", "data": voices}
-
-
 @router.get("/health")
 async def health(request: Request) -> dict:
-    state = request.app.state
-    return {
-        "status": "ok",
-        "model": state.models.state.value,
-        "waiting": state.engine.waiting,
-        "active": state.engine.active,
-    }
+    speech = request.app.state.speech
+    return health_report(speech.models, speech.engine, speech.library)
 
 
 @router.get("/ready")

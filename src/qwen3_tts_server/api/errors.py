@@ -7,37 +7,44 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..errors import EngineBusyError, TTSError
+from ..errors import EngineBusyError, TTSError, error_body, error_type, invalid_value
+from .schemas import MAX_UPLOAD_BYTES
 
-ERROR_TYPES = {
-    400: "invalid_request_error",
-    401: "authentication_error",
-    404: "invalid_request_error",
-    503: "server_error",
-    504: "server_error",
-}
+MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
-    body = {"message": message, "type": ERROR_TYPES.get(status, "server_error"), "param": param, "code": code}
+    body = {"message": message, "type": error_type(status), "param": param, "code": code}
     return JSONResponse({"error": body}, status_code=status)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TTSError)
     async def tts_error(_: Request, exc: TTSError) -> JSONResponse:
-        response = envelope(exc.status, str(exc), exc.code, getattr(exc, "param", None))
+        response = JSONResponse({"error": error_body(exc)}, status_code=exc.status)
         if isinstance(exc, EngineBusyError):
             response.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
         return response
 
     @app.exception_handler(RequestValidationError)
-    async def validation_error(_: Request, exc: RequestValidationError) -> JSONResponse:
-        first = exc.errors()[0]
-        location = [str(part) for part in first.get("loc", ()) if part != "body"]
-        param = ".".join(location) or None
-        return envelope(400, f"{param or 'request'}: {first.get('msg', 'invalid value')}", "invalid_value", param)
+    async def validation_error(request: Request, exc: RequestValidationError) -> JSONResponse:
+        return await tts_error(request, invalid_value(exc.errors()))
 
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return envelope(exc.status_code, str(exc.detail), None)
+
+
+def limit_upload_size(app: FastAPI) -> None:
+    """Refuse a multipart body whose declared length is over the upload limit before reading any of it
+    (413); the routes check the parsed file's size too, for bodies sent without a length."""
+
+    @app.middleware("http")
+    async def refuse_large_uploads(request: Request, call_next):
+        declared = request.headers.get("content-length", "")
+        multipart = request.headers.get("content-type", "").startswith("multipart/")
+        if multipart and declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD:
+            return envelope(
+                413, f"the upload is larger than the {MAX_UPLOAD_BYTES >> 20} MiB limit", "payload_too_large"
+            )
+        return await call_next(request)

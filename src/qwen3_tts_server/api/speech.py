@@ -1,21 +1,23 @@
-"""POST /v1/audio/speech: streamed audio in every format, SSE, or the whole file at once."""
+"""POST /v1/audio/speech (streamed audio in every format, SSE, or the whole file at once), the inline-clone
+route /v1/audio/speech/clone, and the earlier server's /v1/audio/speech/stream and /stream/pcm."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter, Request
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ..service.speech import prepare
-from .schemas import SpeechRequest
+from ..service.cloning import parse_mode
+from ..service.speech import SpeechStream
+from .schemas import CloneSpeechForm, SpeechRequest
+from .voices import read_upload
 
 router = APIRouter()
 STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 
 
-@router.post("/v1/audio/speech")
-async def create_speech(body: SpeechRequest, request: Request) -> Response:
-    state = request.app.state
-    speech = prepare(state.engine, state.models.get(), body)
+async def respond(speech: SpeechStream, body: SpeechRequest) -> Response:
     if body.stream_format == "sse":
         return StreamingResponse(speech.sse(), media_type="text/event-stream", headers=STREAM_HEADERS)
     if body.stream:
@@ -24,11 +26,27 @@ async def create_speech(body: SpeechRequest, request: Request) -> Response:
     return Response(content, media_type=speech.encoder.media_type, headers=speech.latency_headers())
 
 
+@router.post("/v1/audio/speech")
+async def create_speech(body: SpeechRequest, request: Request) -> Response:
+    return await respond(request.app.state.speech.prepare(body), body)
+
+
+@router.post("/v1/audio/speech/clone")
+async def clone_speech(form: Annotated[CloneSpeechForm, Form()], request: Request) -> Response:
+    """Speech in a voice cloned from the uploaded reference; the clone prompt is cached by content hash."""
+    service = request.app.state.speech
+    body = form.speech_request()
+    audio = await read_upload(form.ref_audio, "ref_audio")
+    mode = parse_mode(form.mode, form.ref_text)
+    clone = await service.cloner.prompt(service.models.get(), audio, form.ref_text, mode, field="ref_audio")
+    return await respond(service.prepare(body, clone=clone), body)
+
+
 @router.post("/v1/audio/speech/stream")
 async def stream_speech_sse(body: SpeechRequest, request: Request) -> Response:
     """The earlier server's SSE path: base64 16-bit PCM deltas, the done event, then `data: [DONE]`."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "sse"})
-    speech = prepare(request.app.state.engine, request.app.state.models.get(), body)
+    speech = request.app.state.speech.prepare(body)
 
     async def events():
         async for event in speech.sse():
@@ -42,7 +60,7 @@ async def stream_speech_sse(body: SpeechRequest, request: Request) -> Response:
 async def stream_speech_pcm(body: SpeechRequest, request: Request) -> Response:
     """The earlier server's raw PCM path: 16-bit little-endian mono, format given in headers."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
-    speech = prepare(request.app.state.engine, request.app.state.models.get(), body)
+    speech = request.app.state.speech.prepare(body)
     headers = {
         **STREAM_HEADERS,
         "X-PCM-Sample-Rate": str(speech.encoder.rate),

@@ -102,6 +102,7 @@ class Qwen3TTSModel:
         self.codec_encoder = speech_tokenizer.encoder
         self.fingerprint = fingerprint
         self.device = self.talker.codec_head.weight.device
+        self.dtype = self.talker.codec_head.weight.dtype
         self.prompts = PromptBuilder(config, tokenizer, self.talker, fingerprint)
 
     @classmethod

@@ -13,11 +13,15 @@ import numpy as np
 from ..api.schemas import SpeechRequest
 from ..engine.engine import Engine, JobStream
 from ..engine.jobs import SpeechJob
-from ..errors import InvalidInputError, NotFoundError, TTSError
+from ..engine.model_manager import ModelManager
+from ..errors import InvalidInputError, NotFoundError, TTSError, error_body
 from ..model.prompt import VoiceRequest
 from ..model.tts_model import Qwen3TTSModel
+from ..model.voice_prompt import VoicePrompt
+from .cloning import VoiceCloner
 from .encoding import StreamEncoder
 from .tempo import Tempo
+from .voice_library import VoiceLibrary
 
 # OpenAI's built-in voice names, each mapped to a preset speaker of the CustomVoice models.
 OPENAI_VOICES = {
@@ -42,26 +46,6 @@ def preset_voices(model: Qwen3TTSModel) -> dict[str, str]:
     voices = {name: name for name in model.speakers}
     voices.update({alias: target for alias, target in OPENAI_VOICES.items() if target in voices})
     return voices
-
-
-def voice_request(model: Qwen3TTSModel, body: SpeechRequest) -> VoiceRequest:
-    language = body.language or "auto"
-    if model.model_type == "custom_voice":
-        voices = preset_voices(model)
-        speaker = voices.get(body.voice_name.lower())
-        if speaker is None:
-            raise NotFoundError(
-                f"unknown voice {body.voice_name!r}; available: {', '.join(sorted(voices))}", param="voice"
-            )
-        return VoiceRequest(body.input, language, speaker=speaker, instruct=body.instructions)
-    if model.model_type == "voice_design":
-        if not (body.instructions or "").strip():
-            raise InvalidInputError("a VoiceDesign model needs `instructions` describing the voice", "instructions")
-        return VoiceRequest(body.input, language, instruct=body.instructions)
-    raise InvalidInputError(
-        "this server runs a Base (voice cloning) model; cloned voices from the voice library are not served yet",
-        param="voice",
-    )
 
 
 @dataclass
@@ -124,9 +108,7 @@ class SpeechStream:
             async for data in self.audio():
                 yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
         except TTSError as exc:  # the headers are sent: the error becomes an event
-            kind = "invalid_request_error" if exc.status < 500 else "server_error"
-            error = {"message": str(exc), "type": kind, "param": getattr(exc, "param", None), "code": exc.code}
-            yield _event({"type": "error", "error": error})
+            yield _event({"type": "error", "error": error_body(exc)})
             return
         usage = {"input_tokens": self.text_tokens, "output_tokens": self.frames}
         usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
@@ -137,13 +119,65 @@ def _event(payload: dict) -> bytes:
     return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()
 
 
-def prepare(engine: Engine, model: Qwen3TTSModel, body: SpeechRequest) -> SpeechStream:
-    """Validate everything up front, so that errors are answered before any audio byte is sent."""
-    request = model.prompts.validate(voice_request(model, body))  # text, language, speaker, instructions
-    text_tokens = len(model.prompts.text_ids(request.text))
-    params = model.sampling_for(body)
-    encoder = StreamEncoder(body.response_format, body.sample_rate)
-    interactive = body.stream or body.stream_format == "sse"
-    tempo = Tempo(body.speed) if body.speed != 1.0 else None
-    chunks = engine.submit(SpeechJob(request, params, interactive=interactive))  # busy: 503 before any byte
-    return SpeechStream(chunks, encoder, text_tokens=text_tokens, tempo=tempo)
+class SpeechService:
+    """What every speech route shares: the engine, the model, the voice library and the clone prompts."""
+
+    def __init__(self, engine: Engine, models: ModelManager, library: VoiceLibrary, cloner: VoiceCloner):
+        self.engine = engine
+        self.models = models
+        self.library = library
+        self.cloner = cloner
+
+    def prepare(self, body: SpeechRequest, clone: VoicePrompt | None = None) -> SpeechStream:
+        """Validate everything up front, so that errors are answered before any audio byte is sent. `clone`
+        is an inline cloned voice (the clone route); otherwise `body.voice` names the voice."""
+        model = self.models.get()
+        request = model.prompts.validate(self.voice_request(model, body, clone))
+        text_tokens = len(model.prompts.text_ids(request.text))
+        params = model.sampling_for(body)
+        encoder = StreamEncoder(body.response_format, body.sample_rate)
+        interactive = body.stream or body.stream_format == "sse"
+        tempo = Tempo(body.speed) if body.speed != 1.0 else None
+        chunks = self.engine.submit(SpeechJob(request, params, interactive=interactive))  # busy: 503 before any byte
+        return SpeechStream(chunks, encoder, text_tokens=text_tokens, tempo=tempo)
+
+    def voice_request(
+        self, model: Qwen3TTSModel, body: SpeechRequest, clone: VoicePrompt | None = None
+    ) -> VoiceRequest:
+        language = body.language or "auto"
+        if clone is not None:
+            return VoiceRequest(body.input, language, instruct=body.instructions, voice=clone)
+        stored = self.library.find(body.voice_name)
+        if stored is not None and stored.type == "audio_sample":
+            prompt = self.library.clone_prompt(stored)
+            return VoiceRequest(body.input, language, instruct=body.instructions, voice=prompt)
+        if stored is not None and model.model_type != "voice_design":
+            raise InvalidInputError(
+                f"voice {stored.id} is a designed voice (a description); a VoiceDesign model speaks it, "
+                f"this server runs a {model.model_type} model",
+                param="voice",
+            )
+        if model.model_type == "custom_voice":
+            voices = preset_voices(model)
+            speaker = voices.get(body.voice_name.lower())
+            if speaker is None:
+                raise NotFoundError(
+                    f"unknown voice {body.voice_name!r}; available: {', '.join(sorted(voices))}", param="voice"
+                )
+            return VoiceRequest(body.input, language, speaker=speaker, instruct=body.instructions)
+        if model.model_type == "voice_design":
+            description = " ".join(filter(None, [stored.prompt if stored else None, body.instructions]))
+            if not description.strip():
+                raise InvalidInputError(
+                    "a VoiceDesign model needs `instructions` describing the voice, or a voice created from a "
+                    "description (POST /v1/audio/voices with type=prompt)",
+                    "instructions",
+                )
+            return VoiceRequest(body.input, language, instruct=description)
+        cloned = [voice.id for voice in self.library.list() if voice.type == "audio_sample"]
+        raise NotFoundError(
+            f"unknown voice {body.voice_name!r}: a Base model speaks cloned voices; upload one with "
+            f"POST /v1/audio/voices or use POST /v1/audio/speech/clone"
+            + (f"; library voices: {', '.join(cloned)}" if cloned else ""),
+            param="voice",
+        )

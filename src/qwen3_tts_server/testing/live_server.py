@@ -6,6 +6,7 @@ import os
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -25,12 +26,22 @@ def live_server(
     model: str | Path, *args: str, env: dict[str, str] | None = None, ready_within: float = 120
 ) -> Iterator[str]:
     """Start the server on `model` with extra CLI `args`, wait for /ready, yield its base URL, stop it on exit.
-    Server output goes to a pipe; it is raised with the error if the server dies before it is ready."""
+    Server output goes to a pipe; it is raised with the error if the server dies before it is ready. Unless
+    `env` names a DATA_DIR, the voice library lives in a temporary directory removed afterwards."""
+    with (
+        tempfile.TemporaryDirectory(prefix="qwen3-tts-data-") as scratch,
+        _serve(model, args, {"DATA_DIR": scratch, **(env or {})}, ready_within) as base,
+    ):
+        yield base
+
+
+@contextmanager
+def _serve(model: str | Path, args: tuple[str, ...], env: dict[str, str], ready_within: float) -> Iterator[str]:
     port = free_port()
     command = [sys.executable, "-m", "qwen3_tts_server", "serve", "--model", str(model), "--port", str(port), *args]
     server = subprocess.Popen(
         command,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **(env or {})},
+        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,

@@ -1,0 +1,247 @@
+"""Real-time speech over a WebSocket (docs/websocket.md): session config, text split into clauses as it arrives,
+one engine job per clause submitted as soon as the clause is known (the engine batches them), audio sent strictly
+in clause order, and barge-in.
+
+The connection's reader calls `handle` for each client message and never waits on generation; a sender task plays
+the queue of segments. A cancel stops the sender, closes every job (the engine frees their rows within one step)
+and starts a fresh sender.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from contextlib import aclosing
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from pydantic import ValidationError
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+
+from ..api.schemas import SpeechRequest
+from ..errors import InvalidInputError, TTSError, error_body, invalid_value
+from ..text.clauses import ClauseSplitter
+from .encoding import audio_format
+from .speech import SpeechService, SpeechStream
+
+log = logging.getLogger(__name__)
+
+RAW_FORMATS = ("pcm", "mulaw", "alaw")  # headerless samples: segments join with nothing in between
+CONFIG_FIELDS = frozenset(
+    {
+        "voice",
+        "language",
+        "instructions",
+        "response_format",
+        "sample_rate",
+        "speed",
+        "temperature",
+        "top_p",
+        "top_k",
+        "repetition_penalty",
+        "seed",
+    }
+)
+DEFAULT_CONFIG = {"voice": "alloy", "response_format": "pcm"}
+MAX_MESSAGE_TEXT = 4096
+_PROBE_TEXT = "probe"  # stands in for the text when a config is checked
+
+
+class Channel(Protocol):
+    async def send_text(self, data: str) -> None: ...
+
+    async def send_bytes(self, data: bytes) -> None: ...
+
+
+@dataclass(eq=False)
+class Utterance:
+    number: int
+    config: dict[str, Any]  # the session config when its first text arrived
+    clauses: int = 0  # handed to the engine, including those it refused
+    segments: list[Segment] = field(default_factory=list)
+
+    def done_event(self) -> dict:
+        usage = {
+            "input_tokens": sum(s.speech.text_tokens for s in self.segments),
+            "output_tokens": sum(s.speech.frames for s in self.segments),
+        }
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        return {"type": "done", "utterance": self.number, "segments": len(self.segments), "usage": usage}
+
+
+@dataclass(eq=False)
+class Segment:
+    utterance: Utterance
+    number: int
+    text: str
+    speech: SpeechStream  # its engine job is already submitted
+
+
+def error_event(exc: TTSError | ValidationError) -> dict:
+    """The OpenAI error envelope as an event; validation errors read as the HTTP API's do."""
+    error = invalid_value(exc.errors()) if isinstance(exc, ValidationError) else exc
+    return {"type": "error", "error": error_body(error)}
+
+
+def parse_message(text: str | None) -> dict:
+    if text is None:
+        raise InvalidInputError("messages are JSON text; binary messages are not accepted")
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"invalid JSON: {exc}") from exc
+    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+        raise InvalidInputError("a message is a JSON object with a string `type`", param="type")
+    return message
+
+
+def message_text(message: dict) -> str:
+    text = message.get("text")
+    if not isinstance(text, str):
+        raise InvalidInputError("`text` must be a string", param="text")
+    if len(text) > MAX_MESSAGE_TEXT:
+        raise InvalidInputError(f"text is too long: {len(text)} characters, at most {MAX_MESSAGE_TEXT}", "text")
+    return text
+
+
+class RealtimeSession:
+    """One connection's state. Use as `async with`: leaving cancels every job it started."""
+
+    def __init__(self, speech: SpeechService, channel: Channel):
+        self.speech = speech
+        self.channel = channel
+        self.config: dict[str, Any] = dict(DEFAULT_CONFIG)
+        self.splitter = ClauseSplitter()
+        self.utterance: Utterance | None = None  # the one taking text
+        self.started = 0  # utterances so far
+        self.queue: asyncio.Queue[Segment | Utterance] = asyncio.Queue()  # an Utterance marks its end
+        self.send_lock = asyncio.Lock()  # the reader's events and the sender's audio share the socket
+        self.sender: asyncio.Task | None = None
+
+    async def __aenter__(self) -> RealtimeSession:
+        self.sender = asyncio.create_task(self._play_queue())
+        return self
+
+    async def __aexit__(self, *_) -> None:
+        await self._stop()
+
+    async def handle(self, text: str | None) -> None:
+        """One client message. A bad one is answered with an error event; the session goes on."""
+        try:
+            message = parse_message(text)
+            match message["type"]:
+                case "session.update":
+                    await self._update(message)
+                case "input_text.append":
+                    await self._append(message_text(message))
+                case "input_text.commit":
+                    await self._commit()
+                case "input_text":
+                    await self._append(message_text(message))
+                    await self._commit()
+                case "cancel":
+                    await self._cancel()
+                case other:
+                    raise InvalidInputError(f"unknown message type {other!r}", param="type")
+        except (TTSError, ValidationError) as exc:
+            await self._event(error_event(exc))
+
+    # -- messages --------------------------------------------------------------------------------------
+
+    async def _update(self, message: dict) -> None:
+        """Check the new config as the HTTP API would; it applies from the next utterance on."""
+        fields = {name: value for name, value in message.items() if name != "type"}
+        unknown = sorted(set(fields) - CONFIG_FIELDS)
+        if unknown:
+            raise InvalidInputError(f"unknown session field {unknown[0]!r}", param=unknown[0])
+        config = {**self.config, **fields}
+        body = SpeechRequest.model_validate({**config, "input": _PROBE_TEXT})
+        if body.response_format not in RAW_FORMATS:
+            raise InvalidInputError(
+                f"response_format must be one of {', '.join(RAW_FORMATS)} on the WebSocket", param="response_format"
+            )
+        _, rate = audio_format(body.response_format, body.sample_rate)
+        model = self.speech.models.get()
+        model.prompts.validate(self.speech.voice_request(model, body))
+        model.sampling_for(body).validate()
+        self.config = config
+        session = {**body.model_dump(include=CONFIG_FIELDS), "sample_rate": rate}
+        await self._event({"type": "session.updated", "session": session})
+
+    async def _append(self, text: str) -> None:
+        if self.utterance is None:
+            self.utterance = Utterance(self.started, dict(self.config))
+            self.started += 1
+        for clause in self.splitter.feed(text):
+            await self._submit(self.utterance, clause)
+
+    async def _commit(self) -> None:
+        utterance, self.utterance = self.utterance, None
+        rest = self.splitter.flush()
+        if utterance is not None and rest:
+            await self._submit(utterance, rest)
+        if utterance is None or not utterance.clauses:
+            raise InvalidInputError("nothing to commit: the text is empty", param="text")
+        self.queue.put_nowait(utterance)
+
+    async def _cancel(self) -> None:
+        """Barge-in: drop unsent audio and buffered text, cancel every job, and carry on with a fresh sender."""
+        await self._stop()
+        self.sender = asyncio.create_task(self._play_queue())
+        await self._event({"type": "cancelled", "utterance": self.started - 1 if self.started else None})
+
+    async def _submit(self, utterance: Utterance, text: str) -> None:
+        """Start the clause's engine job now; the sender plays it in turn. A refusal is reported at once."""
+        utterance.clauses += 1
+        try:
+            body = SpeechRequest.model_validate({**utterance.config, "input": text})
+            speech = self.speech.prepare(body)
+        except (TTSError, ValidationError) as exc:
+            await self._event(error_event(exc))
+            return
+        segment = Segment(utterance, len(utterance.segments), text, speech)
+        utterance.segments.append(segment)
+        self.queue.put_nowait(segment)
+
+    async def _stop(self) -> None:
+        """Stop the sender, close every job not yet played and forget the text of the open utterance."""
+        self.sender.cancel()
+        await asyncio.wait([self.sender])
+        error = None if self.sender.cancelled() else self.sender.exception()
+        if error is not None and not isinstance(error, (WebSocketDisconnect, WebSocketDisconnected)):
+            log.error("the WebSocket audio sender failed", exc_info=error)
+        while not self.queue.empty():
+            item = self.queue.get_nowait()
+            if isinstance(item, Segment):
+                await item.speech.chunks.aclose()
+        self.utterance = None
+        self.splitter = ClauseSplitter()
+
+    # -- the sender ------------------------------------------------------------------------------------
+
+    async def _play_queue(self) -> None:
+        while True:
+            item = await self.queue.get()
+            if isinstance(item, Segment):
+                await self._play(item)
+            else:
+                await self._event(item.done_event())
+
+    async def _play(self, segment: Segment) -> None:
+        ids = {"utterance": segment.utterance.number, "segment": segment.number}
+        try:
+            await self._event({"type": "segment.start", **ids, "text": segment.text})
+            async with aclosing(segment.speech.audio()) as audio:
+                async for data in audio:
+                    async with self.send_lock:
+                        await self.channel.send_bytes(data)
+            await self._event({"type": "segment.end", **ids, "frames": segment.speech.frames})
+        except TTSError as exc:  # in place of segment.end
+            await self._event(error_event(exc))
+        finally:
+            await segment.speech.chunks.aclose()  # cancelled before its audio began
+
+    async def _event(self, payload: dict) -> None:
+        async with self.send_lock:
+            await self.channel.send_text(json.dumps(payload, ensure_ascii=False))

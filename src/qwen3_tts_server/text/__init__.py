@@ -1,0 +1,1 @@
+"""Text front end: clause splitting for incremental input (normalisation comes later)."""

@@ -1,0 +1,240 @@
+"""WS /v1/audio/speech/ws on a real server over loopback, driven by the `websockets` client."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections.abc import Iterator
+
+import httpx
+import pytest
+from websockets.asyncio.client import ClientConnection, connect
+from websockets.exceptions import ConnectionClosed
+
+from qwen3_tts_server.testing.live_server import live_server
+
+PCM_FRAME_BYTES = 1920 * 2  # 80 ms of 16-bit samples at 24 kHz
+TIMEOUT = 60
+
+Message = dict | bytes
+
+
+@pytest.fixture(scope="module")
+def server(checkpoint_dirs) -> Iterator[str]:
+    with live_server(checkpoint_dirs["custom_voice"]) as base:
+        yield base
+
+
+def ws_url(base: str, query: str = "") -> str:
+    return base.replace("http://", "ws://", 1) + "/v1/audio/speech/ws" + query
+
+
+async def send(ws: ClientConnection, **message) -> None:
+    await ws.send(json.dumps(message))
+
+
+async def receive_until(ws: ClientConnection, kind: str, arrivals: list[float] | None = None) -> list[Message]:
+    """Messages (events parsed, audio as bytes) up to the first event of `kind` or, with "audio", binary frame."""
+
+    async def receive() -> list[Message]:
+        messages = []
+        while True:
+            raw = await ws.recv()
+            if arrivals is not None:
+                arrivals.append(time.monotonic())
+            message = raw if isinstance(raw, bytes) else json.loads(raw)
+            messages.append(message)
+            if isinstance(message, bytes) if kind == "audio" else isinstance(message, dict) and message["type"] == kind:
+                return messages
+
+    return await asyncio.wait_for(receive(), TIMEOUT)
+
+
+def segments(messages: list[Message]) -> list[tuple[dict, bytes, dict]]:
+    """(segment.start, its audio, segment.end) in order; audio outside a segment fails."""
+    out, start, audio = [], None, []
+    for message in messages:
+        if isinstance(message, bytes):
+            assert start is not None, "audio outside a segment"
+            audio.append(message)
+        elif message["type"] == "segment.start":
+            assert start is None
+            start, audio = message, []
+        elif message["type"] == "segment.end":
+            assert start is not None and message["segment"] == start["segment"]
+            out.append((start, b"".join(audio), message))
+            start = None
+    return out
+
+
+async def engine_jobs(base: str) -> int:
+    """Jobs the server's engine is running or holding in its queue, from /health."""
+    async with httpx.AsyncClient(base_url=base) as http:
+        health = (await http.get("/health")).json()
+    return health["active_streams"] + health["queue_depth"]
+
+
+async def wait_idle(base: str) -> int:
+    """engine_jobs once it reaches 0, or after 3 s."""
+    for _ in range(30):
+        if not (jobs := await engine_jobs(base)):
+            break
+        await asyncio.sleep(0.1)
+    return jobs
+
+
+def speak(server: str, text: str, **config) -> tuple[dict, list[Message]]:
+    """Configure a fresh connection, speak `text` whole: (the session.updated event, messages up to done)."""
+
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            await send(ws, type="session.update", **config)
+            updated = await receive_until(ws, "session.updated")
+            await send(ws, type="input_text", text=text)
+            return updated[-1], await receive_until(ws, "done")
+
+    return asyncio.run(scenario())
+
+
+def test_whole_text_streams_pcm_segments_in_order(server):
+    updated, messages = speak(server, "Good morning to you, and welcome back.", voice="Vivian", seed=1)
+    assert updated["session"]["voice"] == "Vivian" and updated["session"]["seed"] == 1
+    assert updated["session"]["response_format"] == "pcm" and updated["session"]["sample_rate"] == 24000
+    parts = segments(messages)
+    assert [(start["utterance"], start["segment"]) for start, _, _ in parts] == [(0, 0), (0, 1)]
+    assert [start["text"] for start, _, _ in parts] == ["Good morning to you,", "and welcome back."]
+    for _, audio, end in parts:
+        assert end["frames"] > 0 and len(audio) == end["frames"] * PCM_FRAME_BYTES
+    done = messages[-1]
+    assert done["utterance"] == 0 and done["segments"] == 2
+    assert done["usage"]["output_tokens"] == sum(end["frames"] for _, _, end in parts)
+    assert done["usage"]["total_tokens"] == done["usage"]["input_tokens"] + done["usage"]["output_tokens"] > 0
+
+
+def test_speech_starts_at_the_first_clause_before_the_commit(server):
+    tokens = ["Hi", " there", ",", " my", " friend", ".", " Then", " it", " ran", " off", "."]
+
+    async def scenario():
+        arrivals: list[float] = []
+        async with connect(ws_url(server)) as ws:
+            first = asyncio.create_task(receive_until(ws, "audio", arrivals))
+            for token in tokens:
+                await send(ws, type="input_text.append", text=token)
+                await asyncio.sleep(0.2)
+            committed = time.monotonic()
+            await send(ws, type="input_text.commit")
+            messages = await first
+            await send(ws, type="cancel")  # no need to hear it out
+            await receive_until(ws, "cancelled")
+            return committed, arrivals, messages
+
+    committed, arrivals, messages = asyncio.run(scenario())
+    assert messages[0] == {"type": "segment.start", "utterance": 0, "segment": 0, "text": "Hi there, my friend."}
+    assert isinstance(messages[1], bytes) and arrivals[1] < committed, "the first clause is spoken while text arrives"
+
+
+def test_mulaw_at_8khz_is_one_byte_a_sample(server):
+    updated, messages = speak(server, "Telephone call.", response_format="mulaw", sample_rate=8000)
+    assert updated["session"]["response_format"] == "mulaw" and updated["session"]["sample_rate"] == 8000
+    [(_, audio, end)] = segments(messages)
+    assert end["frames"] > 0 and len(audio) == end["frames"] * 640  # 80 ms at 8 kHz, one byte a sample
+
+
+def test_cancel_stops_audio_frees_the_engine_and_the_next_utterance_plays(server):
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            await send(ws, type="input_text", text="A first sentence that runs long. And a second one too.")
+            await receive_until(ws, "audio")
+            busy = await engine_jobs(server)
+            await send(ws, type="cancel")
+            cancelled = await receive_until(ws, "cancelled")
+            await asyncio.sleep(0.3)  # time for stray audio to show up before the next utterance
+            idle = await wait_idle(server)
+            await send(ws, type="input_text", text="A short reply.")
+            return busy, cancelled, idle, await receive_until(ws, "done")
+
+    busy, cancelled, idle, after = asyncio.run(scenario())
+    assert busy == 2 and idle == 0
+    assert cancelled[-1] == {"type": "cancelled", "utterance": 0}
+    assert not any(isinstance(m, dict) and m["type"] == "done" for m in cancelled)
+    assert isinstance(after[0], dict) and after[0]["type"] == "segment.start", "audio was sent after the cancel"
+    assert all(m["utterance"] == 1 for m in after if isinstance(m, dict))
+    [(_, audio, end)] = segments(after)
+    assert len(audio) == end["frames"] * PCM_FRAME_BYTES > 0
+
+
+def test_a_client_that_leaves_mid_utterance_frees_its_engine_rows(server):
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            await send(ws, type="input_text", text="Talking to nobody at all. Still talking on and on.")
+            await receive_until(ws, "audio")
+            busy = await engine_jobs(server)
+        return busy, await wait_idle(server)
+
+    assert asyncio.run(scenario()) == (2, 0)
+
+
+def test_bad_messages_get_error_events_and_the_connection_survives(server):
+    bad = [
+        ("{not json", None, "invalid_request"),
+        (b"\x00\x01", None, "invalid_request"),
+        (json.dumps({"type": "dance"}), "type", "invalid_request"),
+        (json.dumps({"type": "session.update", "voice": "nobody"}), "voice", "not_found"),
+        (json.dumps({"type": "session.update", "speed": 9}), "speed", "invalid_value"),
+        (json.dumps({"type": "session.update", "response_format": "mp3"}), "response_format", "invalid_request"),
+        (json.dumps({"type": "session.update", "sample_rate": 4000}), "sample_rate", "invalid_request"),
+        (json.dumps({"type": "session.update", "volume": 2}), "volume", "invalid_request"),
+        (json.dumps({"type": "input_text.append", "text": "x" * 5000}), "text", "invalid_request"),
+        (json.dumps({"type": "input_text.commit"}), "text", "invalid_request"),
+    ]
+
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            replies = []
+            for message, _, _ in bad:
+                await ws.send(message)
+                replies.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+            await send(ws, type="session.update", voice="ryan")
+            return replies, json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+
+    replies, updated = asyncio.run(scenario())
+    for (message, param, code), reply in zip(bad, replies, strict=True):
+        assert reply["type"] == "error", message
+        error = reply["error"]
+        assert (error["param"], error["code"], error["type"]) == (param, code, "invalid_request_error"), message
+        assert error["message"]
+    assert updated["type"] == "session.updated"  # the refused updates changed nothing
+    assert updated["session"]["voice"] == "ryan" and updated["session"]["speed"] == 1.0
+    assert updated["session"]["response_format"] == "pcm"
+
+
+def test_api_key_from_the_header_or_the_query(checkpoint_dirs):
+    async def refused(url: str, headers: dict | None = None) -> int:
+        async with connect(url, additional_headers=headers) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), TIMEOUT)
+        return closed.value.rcvd.code
+
+    async def accepted(url: str, headers: dict | None = None) -> str:
+        async with connect(url, additional_headers=headers) as ws:
+            await send(ws, type="session.update")
+            return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))["type"]
+
+    async def scenario(base: str):
+        url = ws_url(base)
+        codes = [
+            await refused(url),
+            await refused(url, {"Authorization": "Bearer wrong"}),
+            await refused(ws_url(base, "?api_key=wrong")),
+        ]
+        kinds = [
+            await accepted(url, {"Authorization": "Bearer secret"}),
+            await accepted(ws_url(base, "?api_key=secret")),
+        ]
+        return codes, kinds
+
+    with live_server(checkpoint_dirs["custom_voice"], "--api-key", "secret") as base:
+        codes, kinds = asyncio.run(scenario(base))
+    assert codes == [1008, 1008, 1008]
+    assert kinds == ["session.updated", "session.updated"]
