@@ -102,8 +102,11 @@ def test_full_queue_is_refused_at_once(models):
         engine.submit(SpeechJob(REQUESTS[0], model.sampling()))
         with pytest.raises(EngineBusyError, match="busy"):
             engine.submit(SpeechJob(REQUESTS[1], model.sampling()))
+        later = engine.submit(SpeechJob(REQUESTS[1], model.sampling(), continuation=True))
+        return later.queue_position, engine.waiting
 
-    asyncio.run(scenario())
+    # A request's next segment is never refused and goes to the front of the queue.
+    assert asyncio.run(scenario()) == (0, 2)
 
 
 def test_timeout_ends_the_job_with_a_typed_error(models):
@@ -283,3 +286,24 @@ def test_zero_frame_budget_is_refused_on_its_stream(models):
             await collect(engine.submit(SpeechJob(REQUESTS[0], model.sampling(), max_frames=0)))
 
     run_engine(model, scenario)
+
+
+def test_in_context_voice_streams_what_the_offline_decode_with_its_reference_gives(models, tmp_path):
+    from parity_cases import REF_TEXT, write_reference
+    from qwen3_tts_server.audio.reference import load_reference
+
+    model = models["base"]
+    reference = load_reference(write_reference(tmp_path, "ref_16k_mono.wav").read_bytes())
+    voice = model.create_voice_prompt(reference, REF_TEXT["ref_16k_mono.wav"])
+    job = SpeechJob(VoiceRequest("A cloned voice, streamed.", "English", voice=voice), model.sampling().greedy())
+
+    async def scenario(engine):
+        first = await collect(engine.submit(job))
+        again = await collect(engine.submit(job))  # the primed decoder state comes from the cache
+        return first, again
+
+    (codes, audio, _), (_, audio_again, _) = run_engine(model, scenario, max_batch_size=2)
+    offline = model.decode(codes, context=voice.ref_codes)
+    assert len(audio) == len(offline) == len(codes) * 1920
+    assert np.abs(audio - offline).max() < 1e-4 and np.array_equal(audio, audio_again)
+    assert np.abs(audio - model.decode(codes)).max() > 1e-3, "without its reference the start decodes differently"

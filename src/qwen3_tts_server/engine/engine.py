@@ -159,9 +159,13 @@ class Engine:
         with self._cv:
             if self._stopping:
                 raise EngineStoppedError("the engine is shutting down")
-            if self.waiting >= self.max_queue_depth:
+            waiting = self._interactive if job.interactive else self._batch
+            if job.continuation:
+                waiting.appendleft(handle)
+            elif self.waiting >= self.max_queue_depth:
                 raise EngineBusyError(f"the server is busy ({self.max_queue_depth} requests waiting); retry shortly")
-            (self._interactive if job.interactive else self._batch).append(handle)
+            else:
+                waiting.append(handle)
             self._cv.notify()
         return JobStream(handle, self)
 
@@ -262,7 +266,7 @@ class Engine:
                 handle.deliver(exc)
                 continue
             handle.row, handle.admitted = row, time.monotonic()
-            handle.codec = model.codec_stream.new_state()
+            handle.codec = model.codec_state(job.request.voice)
             self._active[row] = handle
 
     def _step(self) -> None:

@@ -21,6 +21,8 @@ class SpeechJob:
     params: SamplingParams
     max_frames: int | None = None  # default: the model's budget from the text length
     interactive: bool = True  # streamed requests are admitted before whole-file ones
+    # A later segment of a request already under way: never refused for a full queue, and admitted first.
+    continuation: bool = False
     timeout: float | None = None  # seconds from submission
     # Frames per audio chunk: the listed sizes, then the last one repeated.
     chunk_schedule: tuple[int, ...] = DEFAULT_CHUNK_SCHEDULE

@@ -4,6 +4,7 @@ whole-request conveniences (`generate`, `decode`) built on the step-wise `FrameG
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,7 @@ from ..errors import InvalidInputError
 from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
 from .codec_encoder import CodecEncoderConfig
-from .codec_stream import StreamingCodecDecoder
+from .codec_stream import CodecStreamState, StreamingCodecDecoder
 from .config import CodecDecoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
 from .layers import fuse_projections
@@ -38,6 +39,7 @@ BUDGET_BASE_FRAMES = 40
 BUDGET_FRAMES_PER_TOKEN = 8
 # Frames per codec pass when decoding whole sequences (pieces join exactly: the decoder is incremental).
 CODEC_CHUNK_FRAMES = 300
+PRIMED_STATES_KEPT = 16  # decoder states primed with in-context voices' reference codes
 
 
 @dataclass
@@ -104,6 +106,8 @@ class Qwen3TTSModel:
         self.device = self.talker.codec_head.weight.device
         self.dtype = self.talker.codec_head.weight.dtype
         self.prompts = PromptBuilder(config, tokenizer, self.talker, fingerprint)
+        self._primed: dict[str, CodecStreamState] = {}  # by voice prompt id, least recently used first
+        self._primed_lock = threading.Lock()
 
     @classmethod
     def load(
@@ -243,9 +247,7 @@ class Qwen3TTSModel:
         codes = self._check_codes(codes)
         state = self.codec_stream.new_state()
         if context is not None:
-            context = self._check_codes(context)
-            for start in range(0, len(context), CODEC_CHUNK_FRAMES):
-                self.codec_stream.decode([state], context[None, start : start + CODEC_CHUNK_FRAMES])
+            self._prime(state, context)
         pieces = [
             self.codec_stream.decode([state], codes[None, start : start + CODEC_CHUNK_FRAMES])[0]
             for start in range(0, len(codes), CODEC_CHUNK_FRAMES)
@@ -253,6 +255,27 @@ class Qwen3TTSModel:
         if not pieces:
             return np.zeros(0, dtype=np.float32)
         return torch.cat(pieces).float().cpu().numpy()
+
+    def codec_state(self, voice: VoicePrompt | None = None) -> CodecStreamState:
+        """A fresh incremental decoder state for a stream. For an in-context voice it has already decoded the
+        reference codes, as the official decode runs over reference + new codes; primed states are cached."""
+        if voice is None or not voice.in_context:
+            return self.codec_stream.new_state()
+        with self._primed_lock:
+            primed = self._primed.pop(voice.id, None)
+            if primed is None:
+                primed = self.codec_stream.new_state()
+                self._prime(primed, voice.ref_codes)
+            self._primed[voice.id] = primed
+            while len(self._primed) > PRIMED_STATES_KEPT:
+                self._primed.pop(next(iter(self._primed)))
+        # Decoding replaces a state's buffers rather than writing into them, so the tensors can be shared.
+        return CodecStreamState(dict(primed.buffers), primed.frames)
+
+    def _prime(self, state: CodecStreamState, context: np.ndarray | torch.Tensor) -> None:
+        context = self._check_codes(context)
+        for start in range(0, len(context), CODEC_CHUNK_FRAMES):
+            self.codec_stream.decode([state], context[None, start : start + CODEC_CHUNK_FRAMES])
 
     def _check_codes(self, codes: np.ndarray | torch.Tensor) -> torch.Tensor:
         cfg = self.codec_config
