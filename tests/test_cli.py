@@ -232,3 +232,26 @@ def test_serve_streams_over_loopback(checkpoint_dirs):
                 parts.append(part)
         assert len(parts) > 3 and arrivals[-1] - arrivals[0] > 0.2, "audio must arrive while it is generated"
         assert len(b"".join(parts)) % (1920 * 2) == 0
+
+
+def test_synth_speaks_long_text_in_segments_and_normalizes_unless_told_not_to(checkpoint_dirs, tmp_path):
+    sentence = "On 2024-01-15 the shop sold 1,234 books at $12 each, which was a record for the whole year."
+    out, codes_out = tmp_path / "long.wav", tmp_path / "codes.npy"
+    args = ["synth", "--model", str(checkpoint_dirs["custom_voice"]), "--speaker", "Ryan", "--seed", "2"]
+    result = run(
+        *args, "--text", " ".join([sentence] * 8), "--max-frames", "3", "-o", str(out), "--codes-out", str(codes_out)
+    )
+    assert result.returncode == 0, result.stderr
+    codes = np.load(codes_out)
+    audio, _ = sf.read(out)
+    assert ", 3 segments)" in result.stderr and len(codes) == 9 and audio.shape == (9 * 1920,)
+    assert result.stderr.count("stopped at the frame budget") == 3 and "segment 3 of 3" in result.stderr
+    verbatim = run(
+        *args, "--text", sentence, "--greedy", "--no-normalize", "-o", str(out), "--codes-out", str(codes_out)
+    )
+    verbatim_codes = np.load(codes_out)
+    spoken = run(
+        *args, "--text", sentence, "--greedy", "--max-frames", "8", "-o", str(out), "--codes-out", str(codes_out)
+    )
+    assert verbatim.returncode == spoken.returncode == 0
+    assert not np.array_equal(verbatim_codes, np.load(codes_out)), "the model must be given different text"

@@ -130,14 +130,18 @@ def test_speech_starts_at_the_first_clause_before_the_commit(server):
             return committed, arrivals, messages
 
     committed, arrivals, messages = asyncio.run(scenario())
-    assert messages[0] == {"type": "segment.start", "utterance": 0, "segment": 0, "text": "Hi there, my friend."}
+    text = "Hi there, my friend."
+    start = {"type": "segment.start", "utterance": 0, "segment": 0, "text": text, "spoken_text": text}
+    assert messages[0] == {**start, "language": "english"}
     assert isinstance(messages[1], bytes) and arrivals[1] < committed, "the first clause is spoken while text arrives"
 
 
 def test_mulaw_at_8khz_is_one_byte_a_sample(server):
-    updated, messages = speak(server, "Telephone call.", response_format="mulaw", sample_rate=8000)
+    text = "The call costs $5 a minute."
+    updated, messages = speak(server, text, response_format="mulaw", sample_rate=8000, language="English")
     assert updated["session"]["response_format"] == "mulaw" and updated["session"]["sample_rate"] == 8000
-    [(_, audio, end)] = segments(messages)
+    [(start, audio, end)] = segments(messages)
+    assert start["text"] == text and start["spoken_text"] == "The call costs five dollars a minute."
     assert end["frames"] > 0 and len(audio) == end["frames"] * 640  # 80 ms at 8 kHz, one byte a sample
 
 

@@ -1,4 +1,4 @@
-"""The `qwen3-tts-server` command: `synth` (text to a WAV file) and `make-test-model`."""
+"""The `qwen3-tts-server` command: `synth` (text to a WAV file), `make-test-model`, `bench` and `serve`."""
 
 from __future__ import annotations
 
@@ -6,9 +6,12 @@ import argparse
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from .errors import InvalidInputError, TTSError
+
+SYNTH_BATCH = 16  # segments generated together by `synth`
 
 
 def _add_synth(sub: argparse._SubParsersAction) -> None:
@@ -31,6 +34,12 @@ def _add_synth(sub: argparse._SubParsersAction) -> None:
     )
     clone.add_argument("--voice-prompt", type=Path, help="reuse a voice prompt saved with --save-voice-prompt")
     clone.add_argument("--save-voice-prompt", type=Path, help="save the cloned voice (PATH.safetensors + PATH.json)")
+    p.add_argument(
+        "--normalize",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="read numbers, dates, symbols... as words (default on)",
+    )
     p.add_argument("--seed", type=int, help="seed for reproducible sampling")
     p.add_argument("--greedy", action="store_true", help="argmax decoding for the talker and the code predictor")
     p.add_argument("--temperature", type=float)
@@ -50,8 +59,10 @@ def _synth(args: argparse.Namespace) -> int:
     import soundfile as sf
     from tqdm import tqdm
 
+    from .audio.seams import fade_seams
     from .model.prompt import VoiceRequest
     from .model.tts_model import Qwen3TTSModel
+    from .text.frontend import text_segments
 
     if args.text_file is not None:
         try:
@@ -67,35 +78,57 @@ def _synth(args: argparse.Namespace) -> int:
     if args.greedy:
         params = params.greedy()
     voice = _voice(args, model)
-    request = VoiceRequest(text=text, language=args.language, speaker=args.speaker, instruct=args.instruct, voice=voice)
+    segments = text_segments(text, args.language, args.normalize)
+    if not segments:
+        raise InvalidInputError("the text is empty")
+    requests = [
+        VoiceRequest(text=s.text, language=s.language, speaker=args.speaker, instruct=args.instruct, voice=voice)
+        for s in segments
+    ]
+    seeds = [None if params.seed is None else params.seed + index for index in range(len(requests))]
+    results = []
     with tqdm(unit="frame", desc="generating", file=sys.stderr, leave=False, disable=None) as bar:
+        for start in range(0, len(requests), SYNTH_BATCH):  # segments in batches: bounded memory for long text
+            batch = slice(start, start + SYNTH_BATCH)
 
-        def progress(done: int, budget: int) -> None:
-            bar.total = budget
-            bar.update(done - bar.n)
+            def progress(done: int, budget: int, before: int = bar.n) -> None:
+                bar.total = before + budget
+                bar.update(before + done - bar.n)
 
-        result = model.generate([request], params, max_frames=args.max_frames, on_frames=progress)[0]
+            params_batch = [replace(params, seed=seed) for seed in seeds[batch]]
+            results += model.generate(requests[batch], params_batch, max_frames=args.max_frames, on_frames=progress)
     generated = time.perf_counter()
-    audio = model.decode(result.codes, context=voice.ref_codes if voice is not None else None)
+    context = voice.ref_codes if voice is not None else None
+    last = len(results) - 1
+    audio = np.concatenate(
+        [
+            fade_seams(model.decode(result.codes, context=context), index > 0, index < last)
+            for index, result in enumerate(results)
+        ]
+    )
     done = time.perf_counter()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(args.output, audio, model.sample_rate, subtype="PCM_16")
+    codes = np.concatenate([result.codes for result in results])
     if args.codes_out is not None:
         args.codes_out.parent.mkdir(parents=True, exist_ok=True)
-        np.save(args.codes_out, result.codes)
-    frames = len(result.codes)
+        np.save(args.codes_out, codes)
+    frames = len(codes)
     seconds = model.frames_to_seconds(frames)
+    pieces = f", {len(results)} segments" if len(results) > 1 else ""
     print(
-        f"wrote {args.output}: {seconds:.2f} s of audio ({frames} frames) at {model.sample_rate} Hz; "
+        f"wrote {args.output}: {seconds:.2f} s of audio ({frames} frames{pieces}) at {model.sample_rate} Hz; "
         f"load {loaded - started:.2f} s, generate {generated - loaded:.2f} s, decode {done - generated:.2f} s",
         file=sys.stderr,
     )
-    if result.finish_reason == "length":
-        print(
-            f"warning: stopped at the frame budget ({frames} frames) before the model ended the speech; "
-            "raise --max-frames to let it finish",
-            file=sys.stderr,
-        )
+    for index, result in enumerate(results):
+        if result.finish_reason == "length":
+            which = f"segment {index + 1} of {len(results)} " if len(results) > 1 else ""
+            print(
+                f"warning: {which}stopped at the frame budget ({len(result.codes)} frames) before the model ended "
+                "the speech; raise --max-frames to let it finish",
+                file=sys.stderr,
+            )
     return 0
 
 
@@ -236,6 +269,12 @@ def _add_serve(sub: argparse._SubParsersAction) -> None:
         default=int(os.environ.get("VOICE_CACHE_MAX", "32")),
         help="clone prompts kept in memory (env VOICE_CACHE_MAX; default 32)",
     )
+    p.add_argument(
+        "--text-normalize",
+        action=argparse.BooleanOptionalAction,
+        default=os.environ.get("TEXT_NORMALIZE", "true").lower() not in ("0", "false", "no", "off"),
+        help="read numbers, dates, symbols... as words unless a request says normalize=false (env TEXT_NORMALIZE)",
+    )
     p.set_defaults(func=_serve)
 
 
@@ -255,6 +294,7 @@ def _serve(args: argparse.Namespace) -> int:
         api_key=args.api_key,
         data_dir=args.data_dir,
         voice_cache_max=args.voice_cache_max,
+        normalize_text=args.text_normalize,
         max_batch_size=args.max_batch_size,
         max_queue_depth=args.max_queue_depth,
     )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -13,6 +14,7 @@ from ..engine.model_manager import ModelManager
 from ..service.cloning import VoiceCloner
 from ..service.speech import SpeechService
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
+from ..text.frontend import warm_up as warm_up_text
 from . import discovery, realtime, speech, voices
 from .auth import OPEN_PATHS, bearer_matches
 from .errors import envelope, install_error_handlers, limit_upload_size
@@ -24,18 +26,21 @@ def create_app(
     api_key: str | None = None,
     data_dir: str | Path | None = None,
     voice_cache_max: int = 32,
+    normalize_text: bool = True,
     **engine_options,
 ) -> FastAPI:
     """`models` supplies the model; the engine starts with the app (loading the model first) and stops with
     it. With `api_key`, every route but /health needs `Authorization: Bearer <api_key>`. The voice library
-    lives in `data_dir` (default: the user's data directory); `voice_cache_max` clone prompts stay in memory."""
+    lives in `data_dir` (default: the user's data directory); `voice_cache_max` clone prompts stay in memory.
+    `normalize_text` is the default of the requests' `normalize` (numbers, dates, symbols... in words)."""
     cache = PromptCache(voice_cache_max)
     library = VoiceLibrary(data_dir or default_data_dir(), cache)
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        await asyncio.to_thread(warm_up_text)
         app.state.engine = Engine(models, **engine_options).start(preload=True)
-        app.state.speech = SpeechService(app.state.engine, models, library, VoiceCloner(cache))
+        app.state.speech = SpeechService(app.state.engine, models, library, VoiceCloner(cache), normalize_text)
         try:
             yield
         finally:

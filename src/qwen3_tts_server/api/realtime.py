@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, WebSocket
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
 from ..service.realtime import RealtimeSession
 from .auth import bearer_matches
@@ -25,5 +25,8 @@ async def speech_ws(websocket: WebSocket) -> None:
         await websocket.close(code=1008, reason="missing or wrong API key")
         return
     async with RealtimeSession(state.speech, websocket) as session:
-        while (message := await websocket.receive())["type"] != "websocket.disconnect":
-            await session.handle(message.get("text"))
+        try:
+            while (message := await websocket.receive())["type"] != "websocket.disconnect":
+                await session.handle(message.get("text"))
+        except WebSocketDisconnect:  # gone while we answered: leaving the session cancels its jobs
+            pass

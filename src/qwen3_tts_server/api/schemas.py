@@ -34,6 +34,8 @@ class SpeechOptions(BaseModel):
     repetition_penalty: float | None = None
     seed: int | None = None
     sample_rate: int | None = None
+    normalize: bool | None = None  # numbers, dates, symbols... in words; None: the server's TEXT_NORMALIZE
+    include_text: bool = False  # report the spoken (normalised) text: X-Spoken-Text, or a speech.text SSE event
 
 
 class SpeechRequest(SpeechOptions):

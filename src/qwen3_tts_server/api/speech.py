@@ -9,7 +9,7 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
 from ..service.cloning import parse_mode
-from ..service.speech import SpeechStream
+from ..service.speech_stream import SpeechStream
 from .schemas import CloneSpeechForm, SpeechRequest
 from .voices import read_upload
 
@@ -18,17 +18,20 @@ STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 
 
 async def respond(speech: SpeechStream, body: SpeechRequest) -> Response:
+    headers = speech.text_headers(body.include_text)
     if body.stream_format == "sse":
-        return StreamingResponse(speech.sse(), media_type="text/event-stream", headers=STREAM_HEADERS)
+        events = speech.sse(body.include_text)
+        return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **headers})
     if body.stream:
-        return StreamingResponse(speech.audio(), media_type=speech.encoder.media_type, headers=STREAM_HEADERS)
+        media_type = speech.encoder.media_type
+        return StreamingResponse(speech.audio(), media_type=media_type, headers={**STREAM_HEADERS, **headers})
     content = b"".join([part async for part in speech.audio()])
-    return Response(content, media_type=speech.encoder.media_type, headers=speech.latency_headers())
+    return Response(content, media_type=speech.encoder.media_type, headers={**headers, **speech.result_headers()})
 
 
 @router.post("/v1/audio/speech")
 async def create_speech(body: SpeechRequest, request: Request) -> Response:
-    return await respond(request.app.state.speech.prepare(body), body)
+    return await respond(await request.app.state.speech.prepare(body), body)
 
 
 @router.post("/v1/audio/speech/clone")
@@ -39,30 +42,32 @@ async def clone_speech(form: Annotated[CloneSpeechForm, Form()], request: Reques
     audio = await read_upload(form.ref_audio, "ref_audio")
     mode = parse_mode(form.mode, form.ref_text)
     clone = await service.cloner.prompt(service.models.get(), audio, form.ref_text, mode, field="ref_audio")
-    return await respond(service.prepare(body, clone=clone), body)
+    return await respond(await service.prepare(body, clone=clone), body)
 
 
 @router.post("/v1/audio/speech/stream")
 async def stream_speech_sse(body: SpeechRequest, request: Request) -> Response:
     """The earlier server's SSE path: base64 16-bit PCM deltas, the done event, then `data: [DONE]`."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "sse"})
-    speech = request.app.state.speech.prepare(body)
+    speech = await request.app.state.speech.prepare(body)
 
     async def events():
-        async for event in speech.sse():
+        async for event in speech.sse(body.include_text):
             yield event
         yield b"data: [DONE]\n\n"
 
-    return StreamingResponse(events(), media_type="text/event-stream", headers=STREAM_HEADERS)
+    headers = {**STREAM_HEADERS, **speech.text_headers(body.include_text)}
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
 @router.post("/v1/audio/speech/stream/pcm")
 async def stream_speech_pcm(body: SpeechRequest, request: Request) -> Response:
     """The earlier server's raw PCM path: 16-bit little-endian mono, format given in headers."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
-    speech = request.app.state.speech.prepare(body)
+    speech = await request.app.state.speech.prepare(body)
     headers = {
         **STREAM_HEADERS,
+        **speech.text_headers(body.include_text),
         "X-PCM-Sample-Rate": str(speech.encoder.rate),
         "X-PCM-Bit-Depth": "16",
         "X-PCM-Channels": "1",

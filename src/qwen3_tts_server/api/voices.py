@@ -9,7 +9,7 @@ from fastapi import APIRouter, Form, Request, UploadFile
 
 from ..errors import InvalidInputError, PayloadTooLargeError
 from ..service.cloning import parse_mode
-from ..service.speech import OPENAI_VOICES, preset_voices
+from ..service.voices import OPENAI_VOICES, preset_voices
 from .schemas import MAX_UPLOAD_BYTES, VoiceUploadForm
 
 router = APIRouter()

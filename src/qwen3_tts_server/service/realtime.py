@@ -21,9 +21,11 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from ..api.schemas import SpeechRequest
 from ..errors import InvalidInputError, TTSError, error_body, invalid_value
-from ..text.clauses import ClauseSplitter
+from ..text.segment import IncrementalSegmenter
 from .encoding import audio_format
-from .speech import SpeechService, SpeechStream
+from .speech import SpeechService
+from .speech_stream import SpeechStream
+from .voices import resolve_voice
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +43,7 @@ CONFIG_FIELDS = frozenset(
         "top_k",
         "repetition_penalty",
         "seed",
+        "normalize",
     }
 )
 DEFAULT_CONFIG = {"voice": "alloy", "response_format": "pcm"}
@@ -112,7 +115,7 @@ class RealtimeSession:
         self.speech = speech
         self.channel = channel
         self.config: dict[str, Any] = dict(DEFAULT_CONFIG)
-        self.splitter = ClauseSplitter()
+        self.splitter = IncrementalSegmenter()
         self.utterance: Utterance | None = None  # the one taking text
         self.started = 0  # utterances so far
         self.queue: asyncio.Queue[Segment | Utterance] = asyncio.Queue()  # an Utterance marks its end
@@ -163,7 +166,7 @@ class RealtimeSession:
             )
         _, rate = audio_format(body.response_format, body.sample_rate)
         model = self.speech.models.get()
-        model.prompts.validate(self.speech.voice_request(model, body))
+        model.prompts.validate(resolve_voice(model, body, self.speech.library))
         model.sampling_for(body).validate()
         self.config = config
         session = {**body.model_dump(include=CONFIG_FIELDS), "sample_rate": rate}
@@ -196,7 +199,7 @@ class RealtimeSession:
         utterance.clauses += 1
         try:
             body = SpeechRequest.model_validate({**utterance.config, "input": text})
-            speech = self.speech.prepare(body)
+            speech = await self.speech.prepare(body)
         except (TTSError, ValidationError) as exc:
             await self._event(error_event(exc))
             return
@@ -214,9 +217,9 @@ class RealtimeSession:
         while not self.queue.empty():
             item = self.queue.get_nowait()
             if isinstance(item, Segment):
-                await item.speech.chunks.aclose()
+                await item.speech.aclose()
         self.utterance = None
-        self.splitter = ClauseSplitter()
+        self.splitter = IncrementalSegmenter()
 
     # -- the sender ------------------------------------------------------------------------------------
 
@@ -231,7 +234,10 @@ class RealtimeSession:
     async def _play(self, segment: Segment) -> None:
         ids = {"utterance": segment.utterance.number, "segment": segment.number}
         try:
-            await self._event({"type": "segment.start", **ids, "text": segment.text})
+            spoken = segment.speech.segments
+            language = ",".join(dict.fromkeys(part.language for part in spoken))
+            text = {"text": segment.text, "spoken_text": " ".join(part.text for part in spoken), "language": language}
+            await self._event({"type": "segment.start", **ids, **text})
             async with aclosing(segment.speech.audio()) as audio:
                 async for data in audio:
                     async with self.send_lock:
@@ -240,7 +246,7 @@ class RealtimeSession:
         except TTSError as exc:  # in place of segment.end
             await self._event(error_event(exc))
         finally:
-            await segment.speech.chunks.aclose()  # cancelled before its audio began
+            await segment.speech.aclose()  # cancelled before its audio began
 
     async def _event(self, payload: dict) -> None:
         async with self.send_lock:

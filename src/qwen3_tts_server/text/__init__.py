@@ -1,1 +1,1 @@
-"""Text front end: clause splitting for incremental input (normalisation comes later)."""
+"""The text front end: normalisation, sentence and clause segmentation, language detection (see frontend.py)."""

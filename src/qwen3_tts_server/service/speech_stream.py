@@ -1,0 +1,150 @@
+"""One request's audio: its segments spoken back to back as one stream, encoded, as bytes or SSE events.
+
+Segment N+1's engine job is submitted when segment N starts playing, so the engine generates it while N is
+heard; at most two rows per request. Where two segments meet, 10 ms fades keep the join free of clicks.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field, replace
+from urllib.parse import quote
+
+import numpy as np
+
+from ..audio.seams import fade_seams
+from ..engine.engine import Engine, JobStream
+from ..engine.jobs import AudioChunk, SpeechJob
+from ..errors import TTSError, error_body
+from ..text.frontend import TextSegment
+from .encoding import StreamEncoder
+from .tempo import Tempo
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class SpeechStream:
+    """A prepared request: iterate `audio()` or `sse()` once, or `aclose()` it unplayed."""
+
+    engine: Engine
+    jobs: list[SpeechJob]  # one per segment
+    segments: list[TextSegment]
+    encoder: StreamEncoder
+    text_tokens: int
+    tempo: Tempo | None = None  # speed != 1
+    started: float = field(default_factory=time.perf_counter)
+    frames: int = 0
+    cut_segments: list[int] = field(default_factory=list)  # segments that reached their frame budget
+    first_audio: float | None = None  # seconds from prepare() to the first encoded audio
+    queue_seconds: float = 0.0  # the first segment's wait for an engine row
+    infer_seconds: float = 0.0  # from the first admission to the last frame
+    encode_seconds: float = 0.0  # speed change and encoding
+    total_seconds: float = 0.0  # from prepare() to the last byte
+    _running: deque[JobStream] = field(default_factory=deque)
+
+    def __post_init__(self):
+        self._running.append(self.engine.submit(self.jobs[0]))  # a full queue: 503 before any byte
+
+    async def chunks(self) -> AsyncIterator[tuple[int, AudioChunk]]:
+        """(segment, chunk) for every segment's chunks in order, the next segment submitted as this one starts."""
+        for index in range(len(self.jobs)):
+            if index + 1 < len(self.jobs):
+                self._running.append(self.engine.submit(replace(self.jobs[index + 1], continuation=True)))
+            current = self._running[0]
+            async for chunk in current:
+                if index == 0:
+                    self.queue_seconds = chunk.queue_seconds
+                if chunk.finish_reason == "length":
+                    self.cut_segments.append(index)
+                    text = self.segments[index].text
+                    log.warning("segment %d of %d reached its frame budget: %.60r", index, len(self.jobs), text)
+                yield index, self._faded(chunk, index)
+            self._running.popleft()
+
+    def _faded(self, chunk: AudioChunk, index: int) -> AudioChunk:
+        """Fade in a segment's first samples after a seam and fade out its last samples before one."""
+        fade_in = index > 0 and chunk.first_frame == 0
+        fade_out = index + 1 < len(self.jobs) and chunk.finish_reason is not None
+        if not (fade_in or fade_out):
+            return chunk
+        return replace(chunk, audio=fade_seams(chunk.audio, fade_in, fade_out))
+
+    async def audio(self) -> AsyncIterator[bytes]:
+        try:
+            async for _, chunk in self.chunks():
+                self.frames += chunk.frames
+                self.infer_seconds = time.perf_counter() - self.started - self.queue_seconds
+                data = self._encode(chunk.audio)
+                if self.first_audio is None:
+                    self.first_audio = time.perf_counter() - self.started
+                if data:
+                    yield data
+            tail = self._encode(None)
+            self.total_seconds = time.perf_counter() - self.started
+            if tail:
+                yield tail
+        finally:
+            await self.aclose()  # a client that went away frees its engine rows
+
+    async def aclose(self) -> None:
+        while self._running:
+            await self._running.popleft().aclose()
+
+    def _encode(self, audio: np.ndarray | None) -> bytes:
+        """Encode one chunk of audio, or with None flush the speed change and the encoder."""
+        began = time.perf_counter()
+        if audio is None:
+            data = (self.encoder.write(self.tempo.flush()) if self.tempo else b"") + self.encoder.close()
+        else:
+            data = self.encoder.write(self.tempo.process(audio) if self.tempo else audio)
+        self.encode_seconds += time.perf_counter() - began
+        return data
+
+    def text_headers(self, include_text: bool) -> dict[str, str]:
+        """What the front end made of the text: known before the first byte, so every response carries it."""
+        languages = list(dict.fromkeys(segment.language for segment in self.segments))
+        headers = {"X-Language": ",".join(languages), "X-Segments": str(len(self.segments))}
+        if include_text:  # percent-encoded UTF-8; segments separated by a newline
+            headers["X-Spoken-Text"] = quote("\n".join(segment.text for segment in self.segments))
+        return headers
+
+    def result_headers(self) -> dict[str, str]:
+        """The whole-file response's timing breakdown in milliseconds, and any segment cut by its budget."""
+        parts = {
+            "Queue": self.queue_seconds,
+            "First-Audio": self.first_audio or 0.0,
+            "Infer": self.infer_seconds,
+            "Encode": self.encode_seconds,
+            "Total": self.total_seconds,
+        }
+        headers = {f"X-Latency-{name}-Ms": f"{1000 * seconds:.1f}" for name, seconds in parts.items()}
+        if self.cut_segments:
+            headers["X-Segments-Cut"] = ",".join(map(str, self.cut_segments))
+        return headers
+
+    async def sse(self, include_text: bool = False) -> AsyncIterator[bytes]:
+        if include_text:
+            segments = [{"text": s.text, "language": s.language} for s in self.segments]
+            yield _event({"type": "speech.text", "segments": segments})
+        try:
+            async for data in self.audio():
+                yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+        except TTSError as exc:  # the headers are sent: the error becomes an event
+            yield _event({"type": "error", "error": error_body(exc)})
+            return
+        usage = {"input_tokens": self.text_tokens, "output_tokens": self.frames}
+        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
+        done = {"type": "speech.audio.done", "usage": usage}
+        if self.cut_segments:
+            done["segments_cut"] = self.cut_segments
+        yield _event(done)
+
+
+def _event(payload: dict) -> bytes:
+    return f"data: {json.dumps(payload, ensure_ascii=False)}\n\n".encode()

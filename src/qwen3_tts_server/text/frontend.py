@@ -1,0 +1,67 @@
+"""The text front end: what the model is given for a request's text. Long input is cut into segments at
+sentence and clause boundaries, each segment's language is detected when the request leaves it to Auto,
+and each is normalised (numbers, dates, symbols, ... in words) in its language unless asked not to."""
+
+from __future__ import annotations
+
+import unicodedata
+from dataclasses import dataclass
+
+from .language import detect_language
+from .normalize import LANGUAGES, normalize
+from .segment import speech_segments, split_sentences
+
+SEGMENT_MAX_CHARS = 300  # about 20 s of speech: long enough for natural prosody, short enough to pipeline
+
+
+@dataclass(frozen=True)
+class TextSegment:
+    source: str  # as written
+    text: str  # as spoken: normalised unless normalisation is off
+    language: str  # the language it is spoken in; "auto" when the request said Auto and detection was unsure
+
+
+def text_segments(
+    text: str, language: str | None, normalize_text: bool, max_chars: int = SEGMENT_MAX_CHARS
+) -> list[TextSegment]:
+    """`text` as segments to speak in order; `language` is a model language name, "auto" or None (Auto)."""
+    language = (language or "auto").lower()
+    runs = _language_runs(text) if language == "auto" else [(language, text)]
+    segments = []
+    for run_language, run_text in runs:
+        known = run_language if run_language in LANGUAGES else None
+        # Undetected text is still read in words: as English when it is not in a CJK script (the model gets Auto).
+        reading = known or ("chinese" if any(map(_is_cjk, run_text)) else "english")
+        for source in speech_segments(run_text, known, max_chars):
+            spoken = normalize(source, reading) if normalize_text else source
+            segments.append(TextSegment(source, spoken, run_language))
+    return segments
+
+
+def _language_runs(text: str) -> list[tuple[str, str]]:
+    """Consecutive sentences of one detected language, joined: (language or "auto", text). A sentence too short
+    or too mixed to tell goes with its neighbours, so mixed-language input is spoken language by language."""
+    sentences = split_sentences(text, detect_language(text))
+    languages = [detect_language(sentence) for sentence in sentences]
+    known = [lang for lang in languages if lang] or ["auto"]
+    runs: list[tuple[str, str]] = []
+    for sentence, detected in zip(sentences, languages, strict=True):
+        run_language = detected or (runs[-1][0] if runs else known[0])
+        if runs and runs[-1][0] == run_language:
+            previous = runs[-1][1]
+            runs[-1] = (run_language, previous + ("" if _is_cjk(previous[-1]) else " ") + sentence)
+        else:
+            runs.append((run_language, sentence))
+    return runs
+
+
+def _is_cjk(char: str) -> bool:
+    return unicodedata.east_asian_width(char) in "WF"
+
+
+def warm_up() -> None:
+    """Build what the front end builds on first use (the language detector, the normalisers' grammars), so
+    that no request pays for it."""
+    for language in LANGUAGES:
+        text_segments("Warm up: 1, 2 and 3.", language, normalize_text=True)
+    detect_language("Warm up the language detector.")
