@@ -121,3 +121,15 @@ def test_api_reports_language_segments_and_the_spoken_text(models, tmp_path):
     assert events[0] == {"type": "speech.text", "segments": [{"text": "It is twelve dollars.", "language": "auto"}]}
     assert events[1]["type"] == "speech.audio.delta" and base64.b64decode(events[1]["audio"])
     assert "x-spoken-text" not in plain.headers and plain.headers["x-language"] == "english"
+
+
+def test_the_spoken_text_is_logged_at_debug_level(models, tmp_path, caplog):
+    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", data_dir=tmp_path, max_frames_cap=2)
+
+    async def scenario(_, http):
+        body = {"voice": "vivian", "input": "The ticket costs $12 today.", "stream": False, "response_format": "pcm"}
+        return await http.post("/v1/audio/speech", json=body)
+
+    with caplog.at_level("DEBUG", logger="qwen3_tts_server.service.speech"):
+        assert run_in_app(app, scenario).status_code == 200
+    assert "[('english', 'The ticket costs twelve dollars today.')]" in caplog.text

@@ -70,6 +70,7 @@ GERMAN = [
     ("um 1:00", "um ein Uhr"),
     ("3-5 Personen", "drei bis fünf Personen"),
     ("1 kg", "ein Kilogramm"),
+    ("1 Stunde und 1 Tag", "eine Stunde und ein Tag"),
     ("2 h", "zwei Stunden"),
     ("im Jahr 1999", "im Jahr neunzehnhundertneunundneunzig"),
     ("z.B. morgen", "zum Beispiel morgen"),
@@ -124,6 +125,7 @@ SPANISH = [
     ("21.000 personas", "veintiún mil personas"),
     ("200 personas", "doscientas personas"),
     ("1 día", "un día"),
+    ("1 + 1 = 2", "uno más uno igual a dos"),
     ("Sr. García", "señor García"),
 ]
 

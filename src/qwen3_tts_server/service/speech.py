@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 from dataclasses import replace
 
 from ..api.schemas import SpeechRequest
@@ -18,6 +19,8 @@ from .speech_stream import SpeechStream
 from .tempo import Tempo
 from .voice_library import VoiceLibrary
 from .voices import resolve_voice
+
+log = logging.getLogger(__name__)
 
 
 class SpeechService:
@@ -60,6 +63,7 @@ class SpeechService:
         segments = text_segments(body.input, body.language, normalize_text)
         if not segments:
             raise InvalidInputError("input is empty", param="input")
+        log.debug("spoken as %s", [(segment.language, segment.text) for segment in segments])
         requests = [model.prompts.validate(replace(voice, text=s.text, language=s.language)) for s in segments]
         params = model.sampling_for(body)
         interactive = body.stream or body.stream_format == "sse"

@@ -9,50 +9,19 @@ from .language import CURRENCY_SIGNS, UNIT_SIGNS, Currency, Language, Rule, by_s
 from .shared_rules import abbreviations, word_before
 
 _MONTHS = [
-    "January",
-    "February",
-    "March",
-    "April",
-    "May",
-    "June",
-    "July",
-    "August",
-    "September",
-    "October",
-    "November",
-    "December",
-]
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+    "December"
+]  # fmt: skip
 _MONTH_NAMES = {month.lower(): index for index, month in enumerate(_MONTHS)} | {
     month[:3].lower(): index for index, month in enumerate(_MONTHS)
 }
 _MONTH = "(?P<month>" + "|".join(_MONTHS) + r"|(?:Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sept?|Oct|Nov|Dec)\.?)"
 _DECADES = {2: "twenties", 3: "thirties", 4: "forties", 5: "fifties", 6: "sixties", 7: "seventies",
             8: "eighties", 9: "nineties", 1: "tens"}  # fmt: skip
-_YEAR_CUES = frozenset(
-    [
-        "in",
-        "since",
-        "from",
-        "until",
-        "till",
-        "by",
-        "of",
-        "year",
-        "before",
-        "after",
-        "during",
-        "around",
-        "circa",
-        "early",
-        "late",
-        "mid",
-        "summer",
-        "winter",
-        "spring",
-        "autumn",
-        "fall",
-    ]
-)
+_YEAR_CUES = frozenset({
+    "in", "since", "from", "until", "till", "by", "of", "year", "before", "after", "during", "around", "circa", "early",
+    "late", "mid", "summer", "winter", "spring", "autumn", "fall"
+})  # fmt: skip
 _ABBREVIATIONS = {
     "Dr.": "Doctor", "Mr.": "Mister", "Mrs.": "Missus", "Ms.": "Miz", "Prof.": "Professor", "Jr.": "Junior",
     "Sr.": "Senior", "Mt.": "Mount", "Ave.": "Avenue", "Blvd.": "Boulevard", "Rd.": "Road", "vs.": "versus",
@@ -93,7 +62,7 @@ class English(Language):
     name = "english"
     code = "en"
     day_first = False
-    digit_words = tuple(["zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"])
+    digit_words = ("zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine")
     months = tuple(_MONTHS)
     scales = ("thousand", "million", "billion", "trillion")
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS)

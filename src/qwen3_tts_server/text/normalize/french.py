@@ -10,19 +10,9 @@ from .romance import Romance, units
 from .shared_rules import abbreviations
 
 _MONTHS = [
-    "janvier",
-    "février",
-    "mars",
-    "avril",
-    "mai",
-    "juin",
-    "juillet",
-    "août",
-    "septembre",
-    "octobre",
-    "novembre",
-    "décembre",
-]
+    "janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre", "novembre",
+    "décembre"
+]  # fmt: skip
 _FRACTIONS = {2: "demi", 3: "tiers", 4: "quart"}
 _ABBREVIATIONS = {
     "MM.": "Messieurs", "Mme": "Madame", "Mmes": "Mesdames", "Mlle": "Mademoiselle", "Dr": "Docteur",
@@ -72,30 +62,14 @@ class French(Romance):
     number_sign = "numéro {}"
     alternative = "ou"
     first_day = "premier"
-    prepositions = frozenset(
-        [
-            "pour",
-            "de",
-            "à",
-            "en",
-            "par",
-            "sur",
-            "dans",
-            "avec",
-            "sans",
-            "entre",
-            "vers",
-            "chez",
-            "après",
-            "avant",
-            "depuis",
-            "pendant",
-        ]
-    )
+    prepositions = frozenset({
+        "pour", "de", "à", "en", "par", "sur", "dans", "avec", "sans", "entre", "vers", "chez", "après", "avant",
+        "depuis", "pendant"
+    })  # fmt: skip
     feminine_endings = ("tion", "sion", "té", "ette", "ure", "ence", "ance", "ine", "onne", "elle")
     feminine_plural_endings = ("tions", "sions", "tés", "ettes", "ures", "ences", "ances", "ines", "onnes", "elles")
     big_words = ("million", "millions", "milliard", "milliards")
-    digit_words = tuple(["zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf"])
+    digit_words = ("zéro", "un", "deux", "trois", "quatre", "cinq", "six", "sept", "huit", "neuf")
     months = tuple(_MONTHS)
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS)
     units = by_sign(_UNITS, UNIT_SIGNS)
@@ -125,7 +99,7 @@ class French(Romance):
         return f"{words} et {self.amount(str(second), _UNITS['s'])}" if second is not None else words
 
     def phone(self, plus: bool, groups: list[str]) -> str:
-        spoken = [self.paired_phone_group(group) if len(group) == 2 else self.digits(group) for group in groups]
+        spoken = [self.number_after_zeros(group) if len(group) == 2 else self.digits(group) for group in groups]
         if plus:
             spoken[0] = f"plus {self.cardinal(int(groups[0]))}"
         return self.list_separator.join(spoken)

@@ -8,19 +8,9 @@ from .language import CURRENCY_SIGNS, UNIT_SIGNS, Currency, Language, Rule, by_s
 from .shared_rules import abbreviations, word_before
 
 _MONTHS = [
-    "Januar",
-    "Februar",
-    "März",
-    "April",
-    "Mai",
-    "Juni",
-    "Juli",
-    "August",
-    "September",
-    "Oktober",
-    "November",
-    "Dezember",
-]
+    "Januar", "Februar", "März", "April", "Mai", "Juni", "Juli", "August", "September", "Oktober", "November",
+    "Dezember"
+]  # fmt: skip
 _WEAK = frozenset(
     ["am", "im", "vom", "zum", "beim", "zur", "dem", "den", "des", "einem", "einen", "eines", "ab", "seit", "bis"]
 )  # -> fünfzehnten
@@ -74,7 +64,7 @@ class German(Language):
     hashtag = "Hashtag"
     number_sign = "Nummer {}"
     alternative = "oder"
-    digit_words = tuple(["null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun"])
+    digit_words = ("null", "eins", "zwei", "drei", "vier", "fünf", "sechs", "sieben", "acht", "neun")
     months = tuple(_MONTHS)
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS)
     units = by_sign(_UNITS | {"Std.": _UNITS["h"], "Sek.": _UNITS["s"]}, UNIT_SIGNS)
@@ -93,7 +83,7 @@ class German(Language):
         return spell(n, "de", to="year") if 1100 <= n <= 1999 else self.cardinal(n)
 
     def inflected_ordinal(self, n: int, before: str) -> str:
-        """ "der fünfzehnte", "am fünfzehnten", "fünfzehnter Januar"."""
+        """The ending the word before asks: "der fünfzehnte", "am fünfzehnten", "fünfzehnter Januar"."""
         ending = "n" if before in _WEAK else "" if before in _STRONG else "r"
         return self.ordinal(n) + ending
 
@@ -120,6 +110,14 @@ class German(Language):
             Rule(_YEAR, self._year),
         )
 
+    def late_rules(self) -> tuple[Rule, ...]:
+        return (Rule(_ONE_BEFORE_NOUN, self._one_before_noun),)
+
+    def _one_before_noun(self, match: re.Match[str]) -> str:
+        """ "1 Stunde" is "eine Stunde", "1 Tag" "ein Tag": the noun's gender guessed from its ending."""
+        noun = match["noun"].lower()
+        return "eine" if noun.endswith(_FEMININE_ENDINGS) or noun in _FEMININE_NOUNS else "ein"
+
     def _ordinal(self, match: re.Match[str]) -> str:
         before = word_before(match)
         if match["month"] is None and before not in _WEAK | _STRONG:
@@ -131,6 +129,9 @@ class German(Language):
 
 
 _ORDINAL = re.compile(rf"(?<![0-9.,])(?P<n>[0-9]{{1,3}})\.(?:\s(?P<month>{'|'.join(_MONTHS)})\b|(?=\s[^\W\d_]))")
+_ONE_BEFORE_NOUN = re.compile(r"(?<![0-9.,\-−])1(?![0-9.,])(?=\s(?P<noun>[A-ZÄÖÜ][a-zäöüß]+))")
+_FEMININE_ENDINGS = ("e", "ung", "heit", "keit", "schaft", "ion", "tät", "ik", "ei", "enz", "anz", "son")
+_FEMININE_NOUNS = frozenset({"frau", "hand", "stadt", "nacht", "zeit", "welt", "tür", "wahl", "zahl", "kraft"})
 _YEAR = re.compile(r"(?<![0-9.,])1[1-9][0-9]{2}(?![0-9]|[.,:/-][0-9])")
 
 LANGUAGE = German()

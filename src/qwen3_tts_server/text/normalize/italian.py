@@ -9,19 +9,9 @@ from .romance import Romance, units
 from .shared_rules import abbreviations
 
 _MONTHS = [
-    "gennaio",
-    "febbraio",
-    "marzo",
-    "aprile",
-    "maggio",
-    "giugno",
-    "luglio",
-    "agosto",
-    "settembre",
-    "ottobre",
-    "novembre",
-    "dicembre",
-]
+    "gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre",
+    "novembre", "dicembre"
+]  # fmt: skip
 _FRACTIONS = {2: "mezz", 3: "terz", 4: "quart"}
 _ABBREVIATIONS = {
     "Sig.": "signor", "Sig.ra": "signora", "Sigg.": "signori", "Dott.": "dottor", "Dott.ssa": "dottoressa",
@@ -69,34 +59,14 @@ class Italian(Romance):
     number_sign = "numero {}"
     alternative = "o"
     first_day = "primo"
-    prepositions = frozenset(
-        [
-            "per",
-            "di",
-            "a",
-            "da",
-            "in",
-            "con",
-            "su",
-            "tra",
-            "fra",
-            "verso",
-            "del",
-            "al",
-            "dal",
-            "nel",
-            "sul",
-            "dei",
-            "ai",
-            "dai",
-            "nei",
-            "sui",
-        ]
-    )
+    prepositions = frozenset({
+        "per", "di", "a", "da", "in", "con", "su", "tra", "fra", "verso", "del", "al", "dal", "nel", "sul", "dei", "ai",
+        "dai", "nei", "sui"
+    })  # fmt: skip
     feminine_endings = ("a", "ione", "tà", "tù")
     feminine_plural_endings = ("e", "ioni", "tà", "tù")
     big_words = ("milione", "milioni", "miliardo", "miliardi")
-    digit_words = tuple(["zero", "uno", "due", "tre", "quattro", "cinque", "sei", "sette", "otto", "nove"])
+    digit_words = ("zero", "uno", "due", "tre", "quattro", "cinque", "sei", "sette", "otto", "nove")
     months = tuple(_MONTHS)
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS)
     units = by_sign(_UNITS, UNIT_SIGNS)

@@ -169,7 +169,7 @@ class Language:
         return f"de {form}"
 
     def range(self, first: str, last: str, noun: Noun | None, before: str = "") -> str:
-        """ "3-5": `before` is the word in front, for languages that say "de 3 a 5" but not "por de 3 a 5"."""
+        """A range, "3-5"; `before` is the word in front, for languages that say "de 3 a 5" but "por 3 a 5"."""
         tail = self.amount(last, noun) if noun else self.number(last)
         return f"{self.number(first, noun.gender if noun else '')} {self.range_word} {tail}"
 
@@ -208,10 +208,11 @@ class Language:
             spoken[0] = f"{self.symbols['+']} {self.cardinal(int(groups[0]))}"
         return self.list_separator.join(spoken)
 
-    def paired_phone_group(self, group: str) -> str:
-        """French and Russian read "45" in a phone number as forty-five, "05" as zero five."""
-        zeros = len(group) - len(group.lstrip("0"))
-        rest = group[zeros:]
+    def number_after_zeros(self, digits: str) -> str:
+        """Leading zeros one by one, then a number: "05" is "zero five", "45" "forty-five" (French and Russian
+        phone numbers, Romance decimals)."""
+        zeros = len(digits) - len(digits.lstrip("0"))
+        rest = digits[zeros:]
         spoken = [self.digit_words[0]] * zeros + ([self.cardinal(int(rest))] if rest else [])
         return " ".join(spoken)
 

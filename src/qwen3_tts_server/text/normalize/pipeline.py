@@ -67,12 +67,18 @@ def _padded(match: re.Match[str], words: str) -> str:
     if words == match.group():
         return words
     text, start, end = match.string, match.start(), match.end()
-    before = text[max(start - 2, 0) : start]
-    if before and (_runs_on(before[-1], words[:1]) or before[-1] in "#@" or before[-1] == "." and before[0].isalnum()):
+    if _apart(text[max(start - 2, 0) : start], words):
         words = " " + words
     if end < len(text) and (_runs_on(words[-1:], text[end]) or continues_address(text, end)):
         words += " "
     return words
+
+
+def _apart(before: str, words: str) -> bool:
+    """Whether words written after `before` (the two characters in front) need a space there."""
+    if not before or not words:
+        return False
+    return _runs_on(before[-1], words[0]) or before[-1] in "#@" or before[-1] == "." and before[0].isalnum()
 
 
 def _runs_on(left: str, right: str) -> bool:
@@ -86,5 +92,5 @@ def _wide(char: str) -> bool:
 def _join(pieces: list[str]) -> str:
     text = ""
     for piece in pieces:
-        text += " " + piece if text and (_runs_on(text[-1], piece[:1]) or text[-1] == "@") else piece
+        text += " " + piece if _apart(text[-2:], piece) else piece
     return text

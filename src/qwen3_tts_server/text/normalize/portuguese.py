@@ -10,19 +10,9 @@ from .romance import Romance, units
 from .shared_rules import abbreviations
 
 _MONTHS = [
-    "janeiro",
-    "fevereiro",
-    "março",
-    "abril",
-    "maio",
-    "junho",
-    "julho",
-    "agosto",
-    "setembro",
-    "outubro",
-    "novembro",
-    "dezembro",
-]
+    "janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro", "novembro",
+    "dezembro"
+]  # fmt: skip
 _FRACTIONS = {2: "meio", 3: "terço", 4: "quarto", 10: "décimo"}
 _ABBREVIATIONS = {
     "Sr.": "senhor", "Sra.": "senhora", "Srta.": "senhorita", "Dr.": "doutor", "Dra.": "doutora",
@@ -70,33 +60,14 @@ class Portuguese(Romance):
     alternative = "ou"
     date_of = "de "
     first_day = "primeiro"
-    prepositions = frozenset(
-        [
-            "por",
-            "para",
-            "de",
-            "a",
-            "em",
-            "com",
-            "sem",
-            "entre",
-            "até",
-            "desde",
-            "durante",
-            "sobre",
-            "do",
-            "da",
-            "no",
-            "na",
-            "ao",
-            "pelo",
-            "pela",
-        ]
-    )
+    prepositions = frozenset({
+        "por", "para", "de", "a", "em", "com", "sem", "entre", "até", "desde", "durante", "sobre", "do", "da", "no",
+        "na", "ao", "pelo", "pela"
+    })  # fmt: skip
     feminine_endings = ("a", "ção", "são", "dade", "gem")
     feminine_plural_endings = ("as", "ções", "sões", "dades", "gens")
     big_words = ("milhão", "milhões", "bilhão", "bilhões")
-    digit_words = tuple(["zero", "um", "dois", "três", "quatro", "cinco", "seis", "sete", "oito", "nove"])
+    digit_words = ("zero", "um", "dois", "três", "quatro", "cinco", "seis", "sete", "oito", "nove")
     months = tuple(_MONTHS)
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS)
     units = by_sign(_UNITS, UNIT_SIGNS)

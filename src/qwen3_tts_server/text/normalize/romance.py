@@ -11,7 +11,7 @@ from .language import Language, Noun, Rule, noun, spell
 _COUNT_BEFORE_WORD = re.compile(r"(?<![0-9.,\-−])(?P<n>[0-9]{1,9})(?![0-9.,])(?=\s+(?P<word>[^\W\d_]{3,}))")
 _NOT_NOUNS = {
     "del", "des", "dos", "das", "dei", "por", "para", "per", "pour", "que", "che", "della", "delle", "degli",
-    "avec", "con", "com", "sin", "sem", "sur", "sous", "entre", "und", "and", "mil", "mille",
+    "avec", "con", "com", "sin", "sem", "sur", "sous", "entre", "mil", "mille",
 }  # fmt: skip
 _MASCULINE_IN_A = {
     "día", "días", "dia", "dias", "mapa", "mapas", "problema", "problemas", "problemi", "sistema", "sistemas",
@@ -39,11 +39,7 @@ class Romance(Language):
         return words
 
     def fraction_digits(self, digits: str) -> str:
-        if len(digits) > 3:
-            return self.digits(digits)
-        zeros = len(digits) - len(digits.lstrip("0"))
-        rest = digits[zeros:]
-        return " ".join([self.digit_words[0]] * zeros + ([self.cardinal(int(rest))] if rest else []))
+        return self.number_after_zeros(digits) if len(digits) <= 3 else self.digits(digits)
 
     def range(self, first: str, last: str, unit: Noun | None, before: str = "") -> str:
         head = self.number(first, unit.gender if unit else "")
@@ -63,8 +59,8 @@ class Romance(Language):
 
     def count_before_word(self, match: re.Match[str]) -> str:
         word, n = match["word"].lower(), match["n"]
-        if word in _NOT_NOUNS:
-            return match.group()
+        if word in _NOT_NOUNS or any(said.startswith(word) for said in self.symbols.values()):
+            return match.group()  # "1 + 2" has become "1 más 2"
         endings = self.feminine_endings if n == "1" else self.feminine_plural_endings
         feminine = word.endswith(endings) and word not in _MASCULINE_IN_A
         return self.whole(n, "f" if feminine else "m")

@@ -10,19 +10,8 @@ from .language import CURRENCY_SIGNS, UNIT_SIGNS, Currency, Language, Noun, Rule
 from .shared_rules import abbreviations, word_before
 
 _MONTHS = [
-    "января",
-    "февраля",
-    "марта",
-    "апреля",
-    "мая",
-    "июня",
-    "июля",
-    "августа",
-    "сентября",
-    "октября",
-    "ноября",
-    "декабря",
-]
+    "января", "февраля", "марта", "апреля", "мая", "июня", "июля", "августа", "сентября", "октября", "ноября", "декабря"
+]  # fmt: skip
 # The ending a written suffix asks of an ordinal: hard stem (первый), soft stem (третий).
 _ENDINGS = {
     "й": ("ый", "ий"), "ый": ("ый", "ий"), "ой": ("ой", "ьей"), "ий": ("ий", "ий"), "я": ("ая", "ья"),
@@ -97,7 +86,7 @@ class Russian(Language):
     hashtag = "хештег"
     number_sign = "номер {}"
     alternative = "или"
-    digit_words = tuple(["ноль", "один", "два", "три", "четыре", "пять", "шесть", "семь", "восемь", "девять"])
+    digit_words = ("ноль", "один", "два", "три", "четыре", "пять", "шесть", "семь", "восемь", "девять")
     months = tuple(_MONTHS)
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS | {"RUB": ("₽", "RUB", "руб.", "р.")})
     units = by_sign(_UNIT_FORMS, _with_latin(_CYRILLIC_UNITS))
@@ -149,7 +138,7 @@ class Russian(Language):
         return f"{words} {self.amount(str(second), _UNIT_FORMS['s'])}" if second is not None else words
 
     def phone(self, plus: bool, groups: list[str]) -> str:
-        spoken = [self.paired_phone_group(group) if len(group) <= 3 else self.digits(group) for group in groups]
+        spoken = [self.number_after_zeros(group) if len(group) <= 3 else self.digits(group) for group in groups]
         if plus:
             spoken[0] = f"плюс {self.cardinal(int(groups[0]))}"
         return self.list_separator.join(spoken)

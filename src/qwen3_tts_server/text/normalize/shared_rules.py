@@ -54,6 +54,7 @@ def alternation(words: Iterable[str]) -> str:
 
 
 def word_before(match: re.Match[str]) -> str:
+    """The word in front of a match, lowercase, for rules whose words agree with it."""
     words = match.string[max(match.start() - 40, 0) : match.start()].split()
     return words[-1].lower() if words else ""
 
@@ -109,9 +110,11 @@ def _dates(language: Language) -> tuple[Rule, ...]:
             day, month = month, day
         return say(match, int(match["y"]), month, day)
 
+    chinese_style = re.compile(r"(?=[0-9])(?<![0-9])(?P<y>[0-9]{4})年(?P<m>[0-9]{1,2})月(?P<d>[0-9]{1,2})日")
     return (
         Rule(year_first, lambda m: say(m, int(m["y"]), int(m["m"]), int(m["d"]))),
         Rule(year_last, say_year_last),
+        Rule(chinese_style, lambda m: say(m, int(m["y"]), int(m["m"]), int(m["d"]))),
     )
 
 
@@ -226,7 +229,7 @@ def _range(language: Language) -> Rule:
 
 
 def _slashes(language: Language) -> tuple[Rule, ...]:
-    """ "24/7" is said with the language's slash; "1st/2nd" with its "or"."""
+    """Slashes between numbers: "24/7" is said with the language's slash, "1st/2nd" with its "or"."""
     between_numbers = re.compile(r"/(?<=[0-9]/)(?=[0-9])")
     after_ordinal = re.compile(r"/(?=[0-9])(?:(?<=[0-9][^\W\d_]/)|(?<=[0-9][^\W\d_]{2}/))")
     return (

@@ -10,19 +10,9 @@ from .romance import Romance, units
 from .shared_rules import abbreviations
 
 _MONTHS = [
-    "enero",
-    "febrero",
-    "marzo",
-    "abril",
-    "mayo",
-    "junio",
-    "julio",
-    "agosto",
-    "septiembre",
-    "octubre",
-    "noviembre",
-    "diciembre",
-]
+    "enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre", "noviembre",
+    "diciembre"
+]  # fmt: skip
 _FRACTIONS = {2: "medio", 3: "tercio", 4: "cuarto", 10: "décimo"}
 _ABBREVIATIONS = {
     "Sr.": "señor", "Sra.": "señora", "Srta.": "señorita", "Dr.": "doctor", "Dra.": "doctora", "Ud.": "usted",
@@ -78,7 +68,7 @@ class Spanish(Romance):
     feminine_endings = ("a", "ión", "dad", "tad", "tud", "umbre")
     feminine_plural_endings = ("as", "iones", "dades", "tades", "tudes", "umbres")
     big_words = ("millón", "millones", "billón", "billones")
-    digit_words = tuple(["cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve"])
+    digit_words = ("cero", "uno", "dos", "tres", "cuatro", "cinco", "seis", "siete", "ocho", "nueve")
     months = tuple(_MONTHS)
     currencies = by_sign(_CURRENCIES, CURRENCY_SIGNS)
     units = by_sign(_UNITS, UNIT_SIGNS)

@@ -77,8 +77,8 @@ def split_addresses(text: str) -> list[tuple[str, bool]]:
     while match := _ADDRESS.search(text, position):
         found = _found(match)
         if not found:
-            scheme = _SCHEME_START.search(text, match.start() + 1, match.end())
-            position = scheme.start() if scheme else match.end()
+            scheme = _SCHEME_START.search(text, match.start() + 1, match.end() + len("https://"))
+            position = scheme.start() if scheme and scheme.start() < match.end() else match.end()
             continue
         parts.append((text[done : match.start()], False))
         parts += found
