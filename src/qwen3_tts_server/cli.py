@@ -1,4 +1,5 @@
-"""The `qwen3-tts-server` command: `synth` (text to a WAV file), `make-test-model`, `bench` and `serve`."""
+"""The `qwen3-tts-server` command: `serve`, `gateway`, `config`, `healthcheck`, `synth` (text to a WAV file), `make-test-model` and
+`bench`."""
 
 from __future__ import annotations
 
@@ -243,63 +244,83 @@ def _bench(args: argparse.Namespace) -> int:
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:
+    from .config import add_flags
+
     p = sub.add_parser(
         "serve",
         help="run the OpenAI-compatible HTTP server",
-        description="Run the OpenAI-compatible speech server (POST /v1/audio/speech, ...).",
+        description="Run the OpenAI-compatible speech server (POST /v1/audio/speech, ...). Every flag has an "
+        "environment variable (also read from ./.env); `qwen3-tts-server config` shows the effective values.",
     )
-    p.add_argument("--model", default="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", help="checkpoint directory or hub id")
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, default=8000)
-    p.add_argument("--uds", help="listen on this Unix socket instead of host:port")
-    p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
-    p.add_argument("--max-batch-size", type=int, help="rows per decode step (default 16 on CPU, 64 on GPU)")
-    p.add_argument("--max-queue-depth", type=int, default=64)
-    p.add_argument("--api-key", default=os.environ.get("API_KEY"), help="require this bearer token (env API_KEY)")
-    p.add_argument(
-        "--data-dir",
-        type=Path,
-        default=os.environ.get("DATA_DIR"),
-        help="where the voice library is kept (env DATA_DIR; default ~/.local/share/qwen3-tts-server)",
-    )
-    p.add_argument(
-        "--voice-cache-max",
-        type=int,
-        default=int(os.environ.get("VOICE_CACHE_MAX", "32")),
-        help="clone prompts kept in memory (env VOICE_CACHE_MAX; default 32)",
-    )
-    p.add_argument(
-        "--text-normalize",
-        action=argparse.BooleanOptionalAction,
-        default=os.environ.get("TEXT_NORMALIZE", "true").lower() not in ("0", "false", "no", "off"),
-        help="read numbers, dates, symbols... as words unless a request says normalize=false (env TEXT_NORMALIZE)",
-    )
+    add_flags(p)
     p.set_defaults(func=_serve)
 
 
 def _serve(args: argparse.Namespace) -> int:
-    import uvicorn
+    from .config import from_args
 
-    from .api.app import create_app
-    from .engine.model_manager import ModelManager
-    from .model.checkpoint import resolve_checkpoint
-    from .model.tts_model import Qwen3TTSModel
+    settings = from_args(args)
+    if settings.gateway_mode:  # the light gateway replaces this process: nothing heavy imported yet
+        os.execv(sys.executable, [sys.executable, "-m", "qwen3_tts_server", "gateway", *args.argv[1:]])
+    from .server import serve
 
-    resolve_checkpoint(args.model)  # fail before binding a port if the checkpoint cannot be found
-    models = ModelManager(lambda: Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype))
-    app = create_app(
-        models,
-        args.model,
-        api_key=args.api_key,
-        data_dir=args.data_dir,
-        voice_cache_max=args.voice_cache_max,
-        normalize_text=args.text_normalize,
-        max_batch_size=args.max_batch_size,
-        max_queue_depth=args.max_queue_depth,
+    return serve(settings)
+
+
+def _add_config(sub: argparse._SubParsersAction) -> None:
+    from .config import add_flags
+
+    p = sub.add_parser(
+        "config",
+        help="print the effective settings",
+        description="Print the settings `serve` would use (environment, ./.env, then these flags), the API key "
+        "masked, and fail naming the variable when a value is invalid.",
     )
-    uvicorn.run(app, host=args.host, port=args.port, uds=args.uds, log_level="info")
+    p.add_argument("--json", action="store_true", help="one JSON object instead of NAME=value lines")
+    p.add_argument("--show-secrets", action="store_true", help=argparse.SUPPRESS)  # the gateway reads the key
+    add_flags(p)
+    p.set_defaults(func=_config)
+
+
+def _config(args: argparse.Namespace) -> int:
+    import json
+
+    from .config import from_args
+
+    settings = from_args(args)
+    values = settings.effective()
+    if args.show_secrets and settings.api_key is not None:
+        values["API_KEY"] = settings.api_key.get_secret_value()
+    if args.json:
+        print(json.dumps(values))
+    else:
+        for name, value in values.items():
+            print(f"{name}={'' if value is None else value}")
     return 0
+
+
+def _add_healthcheck(sub: argparse._SubParsersAction) -> None:
+    from .config import add_flags
+
+    p = sub.add_parser(
+        "healthcheck",
+        help="exit 0 when the local server answers GET /ready, 1 when not (container health checks)",
+        description="GET /ready on the server these settings describe (its Unix socket, or HOST:PORT with a "
+        "wildcard host probed on the loopback); prints the reason, exits 0 when ready and 1 when not.",
+    )
+    p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
+    add_flags(p, ["host", "port", "unix_socket_path"])
+    p.set_defaults(func=_healthcheck)
+
+
+def _healthcheck(args: argparse.Namespace) -> int:
+    from .config import from_args
+    from .probe import check_ready
+
+    settings = from_args(args)
+    ok, reason = check_ready(settings.host, settings.port, settings.unix_socket_path, args.timeout)
+    print(reason)
+    return 0 if ok else 1
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -309,11 +330,19 @@ def build_parser() -> argparse.ArgumentParser:
     _add_make_test_model(sub)
     _add_bench(sub)
     _add_serve(sub)
+    _add_config(sub)
+    _add_healthcheck(sub)
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["gateway"]:  # kept apart from the other commands' imports: the gateway stays small
+        from .gateway.main import main as gateway_main
+
+        return gateway_main(argv[1:])
     args = build_parser().parse_args(argv)
+    args.argv = argv
     try:
         return args.func(args)
     except TTSError as exc:

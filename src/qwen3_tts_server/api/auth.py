@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import hmac
 
-OPEN_PATHS = {"/health", "/ready"}  # load balancers and orchestrators probe without keys
+OPEN_PATHS = {"/health", "/ready", "/metrics"}  # probes and scrapers come without keys
 
 
 def bearer_matches(authorization: str | None, api_key: str | None) -> bool:

@@ -35,5 +35,10 @@ async def health(request: Request) -> dict:
 
 @router.get("/ready")
 async def ready(request: Request) -> JSONResponse:
-    state = request.app.state.models.state.value
-    return JSONResponse({"ready": state == "ready", "model": state}, status_code=200 if state == "ready" else 503)
+    """Ready once started (a model that is not loaded loads on the first request), unless the last attempt to
+    load the model failed."""
+    models = request.app.state.models
+    body = {"ready": models.last_error is None, "model": models.state.value}
+    if models.last_error is not None:
+        body["error"] = models.last_error
+    return JSONResponse(body, status_code=200 if models.last_error is None else 503)

@@ -20,7 +20,8 @@ def envelope(status: int, message: str, code: str | None = None, param: str | No
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TTSError)
-    async def tts_error(_: Request, exc: TTSError) -> JSONResponse:
+    async def tts_error(request: Request, exc: TTSError) -> JSONResponse:
+        request.state.error_type = exc.code  # for the request log and the errors metric
         response = JSONResponse({"error": error_body(exc)}, status_code=exc.status)
         if isinstance(exc, EngineBusyError):
             response.headers["Retry-After"] = str(max(1, round(exc.retry_after)))

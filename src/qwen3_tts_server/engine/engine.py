@@ -14,6 +14,7 @@ import logging
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -125,6 +126,8 @@ class Engine:
         self._cv = threading.Condition()
         self._stopping = False
         self._thread: threading.Thread | None = None
+        # Told after every step, on the engine thread: (step seconds, codec decode seconds or None).
+        self.on_step: Callable[[float, float | None], None] | None = None
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -132,6 +135,8 @@ class Engine:
         """Start the engine thread; `preload` loads and warms up the model first (else on first use)."""
         if preload:
             self.models.get()
+        with self._cv:
+            self._stopping = False  # an engine stopped with its app starts again with it
         if self._thread is None:
             self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
             self._thread.start()
@@ -271,11 +276,15 @@ class Engine:
 
     def _step(self) -> None:
         try:
+            started = time.perf_counter()
             for frame in self.generator.step():
                 handle = self._active[frame.row]
                 handle.pending.append(frame.codes)
                 handle.finish_reason = frame.finished
-            self._emit()
+            stepped = time.perf_counter()
+            decoded = self._emit()
+            if self.on_step is not None:
+                self.on_step(stepped - started, time.perf_counter() - stepped if decoded else None)
         except Exception as exc:  # a fault in the model must not take the engine down with it
             log.exception("engine step failed")
             for row, handle in list(self._active.items()):
@@ -283,7 +292,8 @@ class Engine:
                 handle.deliver(TTSError(f"synthesis failed: {exc}"))
             self._active.clear()
 
-    def _emit(self) -> None:
+    def _emit(self) -> bool:
+        """Decode and deliver every chunk that is due; whether there was any."""
         ready: dict[int, list[_Handle]] = {}
         for handle in self._active.values():
             if len(handle.pending) >= handle.next_size or (handle.finish_reason and handle.pending):
@@ -309,6 +319,7 @@ class Engine:
                 if handle.finish_reason:
                     handle.deliver(_END)
                     del self._active[handle.row]
+        return bool(ready)
 
     def _fail_everything(self, error: TTSError) -> None:
         with self._cv:

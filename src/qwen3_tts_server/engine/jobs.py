@@ -13,6 +13,7 @@ from ..model.prompt import VoiceRequest
 from ..model.sampling import SamplingParams
 
 DEFAULT_CHUNK_SCHEDULE = (1, 2, 4, 8)
+FRAME_SECONDS = 0.08  # 12.5 frames a second
 
 
 @dataclass(frozen=True)

@@ -58,6 +58,7 @@ class ModelManager:
         self._lock = threading.Lock()
         self.state = ModelState.UNLOADED
         self.loads = 0
+        self.last_error: str | None = None  # why the last load failed; None after a good one
         self.last_used = time.monotonic()
 
     @classmethod
@@ -83,9 +84,11 @@ class ModelManager:
                         model = self._loader()
                         if self._warmup is not None:
                             self._warmup(model)
-                    except BaseException:
+                    except BaseException as exc:
                         self.state = ModelState.UNLOADED
+                        self.last_error = str(exc) or type(exc).__name__
                         raise
+                    self.last_error = None
                     self._model = model
                     self.loads += 1
                     self.state = ModelState.READY

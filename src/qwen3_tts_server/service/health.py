@@ -8,6 +8,7 @@ import torch
 
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
+from ..model.tts_model import Qwen3TTSModel
 from .voice_library import VoiceLibrary
 
 
@@ -20,12 +21,19 @@ def resident_memory_bytes() -> int | None:
         return None
 
 
+def gpu_memory(model: Qwen3TTSModel | None) -> tuple[int, int] | None:
+    """(allocated, reserved) bytes on the model's GPU; None on a CPU or with no model loaded."""
+    if model is None or model.device.type != "cuda":
+        return None
+    return torch.cuda.memory_allocated(model.device), torch.cuda.memory_reserved(model.device)
+
+
 def health_report(models: ModelManager, engine: Engine, library: VoiceLibrary) -> dict:
     model = models.loaded
     memory: dict[str, int | None] = {"rss_bytes": resident_memory_bytes()}
-    if model is not None and model.device.type == "cuda":
-        memory["gpu_allocated_bytes"] = torch.cuda.memory_allocated(model.device)
-        memory["gpu_reserved_bytes"] = torch.cuda.memory_reserved(model.device)
+    gpu = gpu_memory(model)
+    if gpu is not None:
+        memory["gpu_allocated_bytes"], memory["gpu_reserved_bytes"] = gpu
     return {
         "status": "ok",
         "pid": os.getpid(),

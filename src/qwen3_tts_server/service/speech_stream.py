@@ -1,4 +1,5 @@
-"""One request's audio: its segments spoken back to back as one stream, encoded, as bytes or SSE events.
+"""One request's audio: its segments spoken back to back as one stream, encoded, as bytes or SSE events
+(`SpeechStream`); `SpeechOutput` is what it shares with audio replayed from the output cache.
 
 Segment N+1's engine job is submitted when segment N starts playing, so the engine generates it while N is
 heard; at most two rows per request. Where two segments meet, 10 ms fades keep the join free of clicks.
@@ -10,8 +11,9 @@ import base64
 import json
 import logging
 import time
+from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
@@ -19,7 +21,7 @@ import numpy as np
 
 from ..audio.seams import fade_seams
 from ..engine.engine import Engine, JobStream
-from ..engine.jobs import AudioChunk, SpeechJob
+from ..engine.jobs import FRAME_SECONDS, AudioChunk, SpeechJob
 from ..errors import TTSError, error_body
 from ..text.frontend import TextSegment
 from .encoding import StreamEncoder
@@ -28,88 +30,46 @@ from .tempo import Tempo
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class SpeechStream:
-    """A prepared request: iterate `audio()` or `sse()` once, or `aclose()` it unplayed."""
+@dataclass(kw_only=True)
+class SpeechOutput(ABC):
+    """A prepared request's audio, generated or from the output cache: iterate `audio()` or `sse()` once, or
+    `aclose()` it unplayed. The timings (seconds) are filled in as it plays."""
 
-    engine: Engine
-    jobs: list[SpeechJob]  # one per segment
     segments: list[TextSegment]
-    encoder: StreamEncoder
+    media_type: str
+    sample_rate: int
     text_tokens: int
-    tempo: Tempo | None = None  # speed != 1
+    cache: str = "off"  # the output cache: "hit", "miss" (stored once complete) or "off"
     started: float = field(default_factory=time.perf_counter)
     frames: int = 0
     cut_segments: list[int] = field(default_factory=list)  # segments that reached their frame budget
-    first_audio: float | None = None  # seconds from prepare() to the first encoded audio
+    first_audio: float | None = None  # from prepare() to the first encoded audio
     queue_seconds: float = 0.0  # the first segment's wait for an engine row
     infer_seconds: float = 0.0  # from the first admission to the last frame
     encode_seconds: float = 0.0  # speed change and encoding
     total_seconds: float = 0.0  # from prepare() to the last byte
-    _running: deque[JobStream] = field(default_factory=deque)
 
-    def __post_init__(self):
-        self._running.append(self.engine.submit(self.jobs[0]))  # a full queue: 503 before any byte
+    @abstractmethod
+    def audio(self) -> AsyncIterator[bytes]:
+        """The encoded audio, piece by piece as it is ready."""
 
-    async def chunks(self) -> AsyncIterator[tuple[int, AudioChunk]]:
-        """(segment, chunk) for every segment's chunks in order, the next segment submitted as this one starts."""
-        for index in range(len(self.jobs)):
-            if index + 1 < len(self.jobs):
-                self._running.append(self.engine.submit(replace(self.jobs[index + 1], continuation=True)))
-            current = self._running[0]
-            async for chunk in current:
-                if index == 0:
-                    self.queue_seconds = chunk.queue_seconds
-                if chunk.finish_reason == "length":
-                    self.cut_segments.append(index)
-                    text = self.segments[index].text
-                    log.warning("segment %d of %d reached its frame budget: %.60r", index, len(self.jobs), text)
-                yield index, self._faded(chunk, index)
-            self._running.popleft()
-
-    def _faded(self, chunk: AudioChunk, index: int) -> AudioChunk:
-        """Fade in a segment's first samples after a seam and fade out its last samples before one."""
-        fade_in = index > 0 and chunk.first_frame == 0
-        fade_out = index + 1 < len(self.jobs) and chunk.finish_reason is not None
-        if not (fade_in or fade_out):
-            return chunk
-        return replace(chunk, audio=fade_seams(chunk.audio, fade_in, fade_out))
-
-    async def audio(self) -> AsyncIterator[bytes]:
-        try:
-            async for _, chunk in self.chunks():
-                self.frames += chunk.frames
-                self.infer_seconds = time.perf_counter() - self.started - self.queue_seconds
-                data = self._encode(chunk.audio)
-                if self.first_audio is None:
-                    self.first_audio = time.perf_counter() - self.started
-                if data:
-                    yield data
-            tail = self._encode(None)
-            self.total_seconds = time.perf_counter() - self.started
-            if tail:
-                yield tail
-        finally:
-            await self.aclose()  # a client that went away frees its engine rows
-
+    @abstractmethod
     async def aclose(self) -> None:
-        while self._running:
-            await self._running.popleft().aclose()
+        """Give up the request's engine rows, if any."""
 
-    def _encode(self, audio: np.ndarray | None) -> bytes:
-        """Encode one chunk of audio, or with None flush the speed change and the encoder."""
-        began = time.perf_counter()
-        if audio is None:
-            data = (self.encoder.write(self.tempo.flush()) if self.tempo else b"") + self.encoder.close()
-        else:
-            data = self.encoder.write(self.tempo.process(audio) if self.tempo else audio)
-        self.encode_seconds += time.perf_counter() - began
-        return data
+    @property
+    def languages(self) -> list[str]:
+        return list(dict.fromkeys(segment.language for segment in self.segments))
+
+    @property
+    def audio_seconds(self) -> float:
+        return self.frames * FRAME_SECONDS
 
     def text_headers(self, include_text: bool) -> dict[str, str]:
         """What the front end made of the text: known before the first byte, so every response carries it."""
-        languages = list(dict.fromkeys(segment.language for segment in self.segments))
-        headers = {"X-Language": ",".join(languages), "X-Segments": str(len(self.segments))}
+        headers = {"X-Language": ",".join(self.languages), "X-Segments": str(len(self.segments))}
+        if self.cache != "off":
+            headers["X-Cache"] = self.cache
         if include_text:  # percent-encoded UTF-8; segments separated by a newline
             headers["X-Spoken-Text"] = quote("\n".join(segment.text for segment in self.segments))
         return headers
@@ -144,6 +104,93 @@ class SpeechStream:
         if self.cut_segments:
             done["segments_cut"] = self.cut_segments
         yield _event(done)
+
+
+@dataclass(kw_only=True)
+class SpeechStream(SpeechOutput):
+    """Audio generated by the engine, segment after segment, encoded as it comes."""
+
+    engine: Engine
+    jobs: list[SpeechJob]  # one per segment
+    encoder: StreamEncoder
+    tempo: Tempo | None = None  # speed != 1
+    deadline: float | None = None  # time.monotonic() by which the whole request must be done
+    # Told the complete encoded response once it has played to the end (the output cache stores it).
+    on_complete: Callable[[bytes], Awaitable[None]] | None = None
+    _running: deque[JobStream] = field(default_factory=deque)
+
+    def __post_init__(self):
+        self._running.append(self._submit(self.jobs[0]))  # a full queue: 503 before any byte
+
+    def _submit(self, job: SpeechJob) -> JobStream:
+        if self.deadline is not None:
+            job = replace(job, timeout=max(self.deadline - time.monotonic(), 0.001))
+        return self.engine.submit(job)
+
+    async def chunks(self) -> AsyncIterator[tuple[int, AudioChunk]]:
+        """(segment, chunk) for every segment's chunks in order, the next segment submitted as this one starts."""
+        for index in range(len(self.jobs)):
+            if index + 1 < len(self.jobs):
+                self._running.append(self._submit(replace(self.jobs[index + 1], continuation=True)))
+            current = self._running[0]
+            async for chunk in current:
+                if index == 0:
+                    self.queue_seconds = chunk.queue_seconds
+                if chunk.finish_reason == "length":
+                    self.cut_segments.append(index)
+                    text = self.segments[index].text
+                    log.warning(
+                        "segment %d of %d (%d characters) reached its frame budget", index, len(self.jobs), len(text)
+                    )
+                    log.debug("the segment cut by its budget: %r", text)
+                yield index, self._faded(chunk, index)
+            self._running.popleft()
+
+    def _faded(self, chunk: AudioChunk, index: int) -> AudioChunk:
+        """Fade in a segment's first samples after a seam and fade out its last samples before one."""
+        fade_in = index > 0 and chunk.first_frame == 0
+        fade_out = index + 1 < len(self.jobs) and chunk.finish_reason is not None
+        if not (fade_in or fade_out):
+            return chunk
+        return replace(chunk, audio=fade_seams(chunk.audio, fade_in, fade_out))
+
+    async def audio(self) -> AsyncIterator[bytes]:
+        body: list[bytes] | None = [] if self.on_complete is not None else None
+        try:
+            async for _, chunk in self.chunks():
+                self.frames += chunk.frames
+                self.infer_seconds = time.perf_counter() - self.started - self.queue_seconds
+                data = self._encode(chunk.audio)
+                if self.first_audio is None:
+                    self.first_audio = time.perf_counter() - self.started
+                if data:
+                    if body is not None:
+                        body.append(data)
+                    yield data
+            tail = self._encode(None)
+            self.total_seconds = time.perf_counter() - self.started
+            if tail:
+                if body is not None:
+                    body.append(tail)
+                yield tail
+            if body is not None:
+                await self.on_complete(b"".join(body))
+        finally:
+            await self.aclose()  # a client that went away frees its engine rows
+
+    async def aclose(self) -> None:
+        while self._running:
+            await self._running.popleft().aclose()
+
+    def _encode(self, audio: np.ndarray | None) -> bytes:
+        """Encode one chunk of audio, or with None flush the speed change and the encoder."""
+        began = time.perf_counter()
+        if audio is None:
+            data = (self.encoder.write(self.tempo.flush()) if self.tempo else b"") + self.encoder.close()
+        else:
+            data = self.encoder.write(self.tempo.process(audio) if self.tempo else audio)
+        self.encode_seconds += time.perf_counter() - began
+        return data
 
 
 def _event(payload: dict) -> bytes:

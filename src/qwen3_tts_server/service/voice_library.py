@@ -66,6 +66,7 @@ class PromptCache:
         self.max_entries = max_entries
         self.hits = 0
         self.misses = 0
+        self.evictions = 0
         self._prompts: OrderedDict[str, VoicePrompt] = OrderedDict()
         self._lock = threading.Lock()
 
@@ -87,6 +88,7 @@ class PromptCache:
             self._prompts.move_to_end(prompt.id)
             while len(self._prompts) > self.max_entries:
                 self._prompts.popitem(last=False)
+                self.evictions += 1
 
     def __len__(self) -> int:
         return len(self._prompts)

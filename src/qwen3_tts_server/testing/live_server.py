@@ -1,4 +1,5 @@
-"""A real `qwen3-tts-server serve` subprocess on a free loopback port, for tests and benchmarks."""
+"""A real `qwen3-tts-server serve` (or `gateway`) subprocess on a free loopback port or a Unix socket, for
+tests and benchmarks."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
@@ -21,50 +23,87 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@dataclass
+class LiveProcess:
+    base: str  # http://127.0.0.1:PORT, or http://localhost over `uds`
+    process: subprocess.Popen
+    log_path: Path  # the process's stdout and stderr
+    uds: str | None = None
+
+    def client(self, **options) -> httpx.Client:
+        transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
+        return httpx.Client(base_url=self.base, transport=transport, **options)
+
+    def health(self) -> dict:
+        with self.client(timeout=30) as client:
+            return client.get("/health").json()
+
+    def log_tail(self, chars: int = 4000) -> str:
+        return self.log_path.read_text(errors="replace")[-chars:]
+
+
+@contextmanager
+def live_process(
+    command: str,
+    model: str | Path,
+    *args: str,
+    env: dict[str, str] | None = None,
+    ready_within: float = 120,
+    uds: bool = False,
+) -> Iterator[LiveProcess]:
+    """Run `qwen3-tts-server COMMAND --model MODEL ARGS` (on a Unix socket with `uds`), wait for /ready, yield
+    it, and stop it on exit (SIGTERM, then SIGKILL after 30 s). Unless `env` names a DATA_DIR, the voice library
+    lives in a temporary directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="qwen3-tts-") as scratch:
+        if uds:
+            where = ["--uds", os.path.join(scratch, "s.sock")]
+            base = "http://localhost"
+        else:
+            port = free_port()
+            where, base = ["--port", str(port)], f"http://127.0.0.1:{port}"
+        log_path = Path(scratch) / "server.log"
+        argv = [sys.executable, "-m", "qwen3_tts_server", command, "--model", str(model), *where, *args]
+        with open(log_path, "wb") as log:
+            process = subprocess.Popen(
+                argv,
+                env={**os.environ, "HF_HUB_OFFLINE": "1", "DATA_DIR": scratch, **(env or {})},
+                stdout=log,
+                stderr=subprocess.STDOUT,
+            )
+        live = LiveProcess(base, process, log_path, where[1] if uds else None)
+        try:
+            _wait_ready(live, ready_within)
+            yield live
+        finally:
+            process.terminate()
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _wait_ready(live: LiveProcess, within: float) -> None:
+    deadline = time.monotonic() + within
+    with live.client(timeout=1) as client:
+        while True:
+            if live.process.poll() is not None:
+                raise RuntimeError(f"the server exited with {live.process.returncode}:\n{live.log_tail()}")
+            try:
+                if client.get("/ready").status_code == 200:
+                    return
+            except httpx.TransportError:
+                pass
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the server was not ready within {within} s:\n{live.log_tail()}")
+            time.sleep(0.2)
+
+
 @contextmanager
 def live_server(
     model: str | Path, *args: str, env: dict[str, str] | None = None, ready_within: float = 120
 ) -> Iterator[str]:
-    """Start the server on `model` with extra CLI `args`, wait for /ready, yield its base URL, stop it on exit.
-    Server output goes to a pipe; it is raised with the error if the server dies before it is ready. Unless
-    `env` names a DATA_DIR, the voice library lives in a temporary directory removed afterwards."""
-    with (
-        tempfile.TemporaryDirectory(prefix="qwen3-tts-data-") as scratch,
-        _serve(model, args, {"DATA_DIR": scratch, **(env or {})}, ready_within) as base,
-    ):
-        yield base
-
-
-@contextmanager
-def _serve(model: str | Path, args: tuple[str, ...], env: dict[str, str], ready_within: float) -> Iterator[str]:
-    port = free_port()
-    command = [sys.executable, "-m", "qwen3_tts_server", "serve", "--model", str(model), "--port", str(port), *args]
-    server = subprocess.Popen(
-        command,
-        env={**os.environ, "HF_HUB_OFFLINE": "1", **env},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    base = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + ready_within
-        while True:
-            if server.poll() is not None:
-                raise RuntimeError(f"the server exited with {server.returncode}:\n{server.stdout.read()}")
-            try:
-                if httpx.get(f"{base}/ready", timeout=1).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"the server was not ready within {ready_within} s")
-            time.sleep(0.2)
-        yield base
-    finally:
-        server.terminate()
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            server.kill()
-            server.wait()
+    """`serve` on `model`, loaded and warmed up before it says ready, with extra CLI `args` on a free port;
+    yields its base URL."""
+    with live_process("serve", model, "--preload-model", *args, env=env, ready_within=ready_within) as live:
+        yield live.base

@@ -1,0 +1,124 @@
+"""The request id, the one log line per request and the request metrics, as an ASGI middleware around the
+whole app. A streamed response is logged when its last byte has gone (or the client went away), so the line
+carries the full latency breakdown; uvicorn's own access log is off in favour of this line."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import time
+import uuid
+from typing import Any
+
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..logs import request_id
+from ..service.metrics import Metrics, RequestOutcome
+from ..service.speech_stream import SpeechOutput
+
+log = logging.getLogger("qwen3_tts_server.request")
+REQUEST_ID_HEADER = b"x-request-id"
+_CLIENT_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # a caller's own id is kept when it looks like one
+
+
+class InFlight:
+    """How many requests and sessions are being handled, so that shutdown can wait for the ones it cancelled
+    to wind down (and log their line) before the process ends."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    async def drained(self, within: float) -> bool:
+        deadline = time.monotonic() + within
+        while self.count and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return not self.count
+
+
+class RequestObserver:
+    def __init__(self, app: ASGIApp, metrics: Metrics, in_flight: InFlight):
+        self.app = app
+        self.metrics = metrics
+        self.in_flight = in_flight
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket"):
+            await self.app(scope, receive, send)
+            return
+        ident = _request_id(scope)
+        token = request_id.set(ident)
+        started = time.perf_counter()
+        status: int | None = None
+        completed = False
+
+        async def send_with_id(message: Message) -> None:
+            nonlocal status, completed
+            if message["type"] == "http.response.start":
+                status = message["status"]
+                message["headers"] = [*message.get("headers", []), (REQUEST_ID_HEADER, ident.encode())]
+            elif message["type"] == "http.response.body" and not message.get("more_body", False):
+                completed = True
+            await send(message)
+
+        self.in_flight.count += 1
+        try:
+            await self.app(scope, receive, send_with_id)
+        finally:
+            self.in_flight.count -= 1
+            if scope["type"] == "http":
+                self._finish(scope, status or 500, completed, time.perf_counter() - started)
+            else:
+                self.metrics.websocket_sessions.inc()
+                log.info("websocket %s closed", scope["path"], extra={"path": scope["path"], "ms": _ms(started)})
+            request_id.reset(token)
+
+    def _finish(self, scope: Scope, status: int, completed: bool, seconds: float) -> None:
+        state: dict[str, Any] = scope.get("state", {})
+        route = getattr(scope.get("route"), "path", "unmatched")
+        speech: SpeechOutput | None = state.get("speech")
+        fields: dict[str, Any] = {
+            "method": scope["method"],
+            "path": scope["path"],
+            "route": route,
+            "status": status,
+            "completed": completed,  # false: the client went away before the last byte
+            "ms": round(1000 * seconds, 1),
+            "request_id": request_id.get(),
+        }
+        outcome = RequestOutcome(route=route, status=status, error_type=state.get("error_type"))
+        if status >= 400 and outcome.error_type is None:
+            outcome.error_type = f"http_{status}"
+        if speech is not None:
+            fields.update(
+                voice=state.get("voice"),
+                language=",".join(speech.languages),
+                format=state.get("format"),
+                characters=state.get("characters"),
+                frames=speech.frames,
+                cache=speech.cache,
+                queue_ms=round(1000 * speech.queue_seconds, 1),
+                first_audio_ms=None if speech.first_audio is None else round(1000 * speech.first_audio, 1),
+                infer_ms=round(1000 * speech.infer_seconds, 1),
+                encode_ms=round(1000 * speech.encode_seconds, 1),
+                total_ms=round(1000 * speech.total_seconds, 1) if completed else None,
+            )
+            outcome.format = state.get("format") or ""
+            outcome.first_audio = speech.first_audio
+            if completed:
+                outcome.total = speech.total_seconds
+                outcome.audio_seconds = speech.audio_seconds
+            outcome.generated = speech.cache != "hit"
+        self.metrics.observe_request(outcome)
+        log.info("%s %s %d %.1f ms", scope["method"], scope["path"], status, 1000 * seconds, extra=fields)
+
+
+def _request_id(scope: Scope) -> str:
+    for name, value in scope.get("headers", []):
+        if name == REQUEST_ID_HEADER and _CLIENT_ID.fullmatch(value):
+            return value.decode()
+    return uuid.uuid4().hex
+
+
+def _ms(started: float) -> float:
+    return round(1000 * (time.perf_counter() - started), 1)

@@ -1,0 +1,23 @@
+"""GET /metrics (Prometheus) and POST /cache/clear (the output cache)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter, Request
+from fastapi.responses import Response
+
+from ..service.metrics import CONTENT_TYPE
+
+router = APIRouter()
+
+
+@router.get("/metrics", include_in_schema=False)
+async def metrics(request: Request) -> Response:
+    return Response(request.app.state.metrics.exposition(), media_type=CONTENT_TYPE)
+
+
+@router.post("/cache/clear")
+async def clear_cache(request: Request) -> dict:
+    """Empty the output cache (with Redis: this server's entries for every replica)."""
+    cache = request.app.state.speech.audio_cache
+    removed = await cache.clear() if cache is not None else 0
+    return {"cleared": removed, "enabled": cache is not None}

@@ -1,0 +1,124 @@
+"""Every setting of the server in one place: environment variables (the earlier server's names), an optional
+`.env` file, and matching command-line flags generated from the same fields. Light on purpose (no torch):
+the gateway process reads it too."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any, Literal
+
+from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from .errors import InvalidInputError
+
+DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+
+    # The model.
+    model_id: str = Field(DEFAULT_MODEL, description="checkpoint directory or hub id")
+    device: str = Field("auto", description="torch device: auto (cuda when present, else cpu), cpu, cuda, cuda:1")
+    dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
+        "auto", description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU"
+    )
+    preload_model: bool = Field(False, description="load the model at start instead of on the first request")
+    idle_timeout: float = Field(
+        120.0, ge=0, description="seconds without work before the model (gateway: the worker) is unloaded; 0 never"
+    )
+    # The engine.
+    max_batch_size: int | None = Field(None, ge=1, description="rows per decode step (default 16 on CPU, 64 on GPU)")
+    max_queue_depth: int = Field(64, ge=1, description="requests waiting for a row before new ones get 503")
+    request_timeout: float = Field(300.0, ge=0, description="seconds a request may take in all; 0 no limit")
+    # Text, voices and audio.
+    text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
+    data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")
+    voice_cache_max: int = Field(32, ge=0, description="clone prompts kept in memory")
+    audio_cache_max: int = Field(256, ge=0, description="whole responses kept in the output cache; 0 disables it")
+    audio_cache_max_bytes: int = Field(256 << 20, ge=1, description="bytes the in-memory output cache may hold")
+    audio_cache_ttl: float = Field(86400.0, gt=0, description="seconds an output cache entry lives in Redis")
+    redis_url: str | None = Field(None, description="share the output cache through Redis, e.g. redis://host:6379/0")
+    # Serving.
+    host: str = Field("127.0.0.1", description="address to listen on (0.0.0.0 for every interface)")
+    port: int = Field(8000, ge=0, le=65535, description="TCP port")
+    unix_socket_path: Path | None = Field(None, description="listen on this Unix socket instead of host:port")
+    api_key: SecretStr | None = Field(None, description="require Authorization: Bearer <key> (not /health, /ready)")
+    shutdown_grace: float = Field(30.0, ge=0, description="seconds in-flight requests get to finish on SIGTERM")
+    log_format: Literal["json", "text"] = Field("json", description="one JSON object per line, or plain text")
+    log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="debug also logs the text")
+    # Gateway mode.
+    gateway_mode: bool = Field(False, description="`serve` runs the light gateway, which starts a worker on demand")
+    worker_host: str = Field("127.0.0.1", description="where the gateway's worker listens")
+    worker_port: int = Field(0, ge=0, le=65535, description="the worker's port; 0 picks a free one")
+    worker_start_timeout: float = Field(600.0, gt=0, description="seconds the gateway waits for a worker to be ready")
+
+    @field_validator("max_batch_size", "data_dir", "redis_url", "unix_socket_path", "api_key", mode="before")
+    @classmethod
+    def _empty_is_unset(cls, value: Any) -> Any:
+        """VAR= (or --flag "") unsets an optional setting, also over a value in .env."""
+        return None if value == "" else value
+
+    @classmethod
+    def load(cls, **overrides: Any) -> Settings:
+        """The environment and .env, then `overrides` (command-line flags); a bad value raises
+        InvalidInputError naming its environment variable."""
+        try:
+            return cls(**{name: value for name, value in overrides.items() if value is not None})
+        except ValidationError as exc:
+            problems = [
+                f"{env_name(str(error['loc'][0]))}={error.get('input')!r}: {error['msg']}" for error in exc.errors()
+            ]
+            raise InvalidInputError("invalid setting: " + "; ".join(problems)) from None
+
+    def effective(self) -> dict[str, Any]:
+        """Every setting by environment variable name, the API key masked."""
+        values = json.loads(self.model_dump_json())
+        if self.api_key is not None:
+            values["api_key"] = "********"
+        return {env_name(name): value for name, value in values.items()}
+
+    def resolved_device(self) -> str:
+        if self.device != "auto":
+            return self.device
+        import torch
+
+        return "cuda" if torch.cuda.is_available() else "cpu"
+
+    def resolved_dtype(self, device: str) -> str:
+        if self.dtype != "auto":
+            return self.dtype
+        return "float32" if device == "cpu" else "bfloat16"
+
+
+def env_name(field: str) -> str:
+    return field.upper()
+
+
+def add_flags(parser: argparse.ArgumentParser, fields: list[str] | None = None) -> None:
+    """A --flag for each setting (or the ones named), defaulting to None so that unset flags leave the
+    environment's value; booleans get --flag/--no-flag."""
+    for name, info in Settings.model_fields.items():
+        if fields is not None and name not in fields:
+            continue
+        flags = ["--" + name.replace("_", "-"), *FLAG_ALIASES.get(name, [])]
+        help_text = f"{info.description} (env {env_name(name)}; default {_shown_default(info.default)})"
+        if info.annotation is bool:
+            parser.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
+        else:
+            parser.add_argument(*flags, dest=name, default=None, metavar=env_name(name), help=help_text)
+
+
+def from_args(args: argparse.Namespace) -> Settings:
+    """Settings from the environment with the flags that were given on top."""
+    return Settings.load(**{name: getattr(args, name, None) for name in Settings.model_fields})
+
+
+def _shown_default(value: Any) -> str:
+    if isinstance(value, int) and value >= 1 << 20 and value % (1 << 20) == 0:
+        return f"{value >> 20} MiB"
+    return "none" if value is None else str(value)

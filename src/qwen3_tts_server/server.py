@@ -1,0 +1,69 @@
+"""`qwen3-tts-server serve`: the full server in this process, from the settings to a running uvicorn.
+
+SIGTERM (or Ctrl-C) drains: the listening socket closes at once, in-flight requests and streams get
+SHUTDOWN_GRACE seconds to finish, what is left is then cancelled (its engine rows freed), the engine stops
+and the last log lines are flushed."""
+
+from __future__ import annotations
+
+import logging
+import math
+
+from .config import Settings
+
+log = logging.getLogger(__name__)
+
+
+def serve(settings: Settings) -> int:
+    import uvicorn
+
+    from .api.app import create_app
+    from .engine.model_manager import ModelManager
+    from .logs import configure_logging
+    from .model.checkpoint import resolve_checkpoint
+    from .model.tts_model import Qwen3TTSModel
+    from .service.audio_cache import build_audio_cache
+
+    log_config = configure_logging(settings.log_format, settings.log_level)
+    _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
+    resolve_checkpoint(settings.model_id)  # fail before binding a port if the checkpoint cannot be found
+    device = settings.resolved_device()
+    dtype = settings.resolved_dtype(device)
+    models = ModelManager(
+        lambda: Qwen3TTSModel.load(settings.model_id, device=device, dtype=dtype), idle_timeout=settings.idle_timeout
+    )
+    audio_cache = build_audio_cache(
+        settings.audio_cache_max, settings.audio_cache_max_bytes, settings.redis_url, settings.audio_cache_ttl
+    )
+    app = create_app(
+        models,
+        settings.model_id,
+        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
+        data_dir=settings.data_dir,
+        voice_cache_max=settings.voice_cache_max,
+        normalize_text=settings.text_normalize,
+        audio_cache=audio_cache,
+        request_timeout=settings.request_timeout,
+        preload=settings.preload_model,
+        max_batch_size=settings.max_batch_size,
+        max_queue_depth=settings.max_queue_depth,
+    )
+    where = settings.unix_socket_path or f"{settings.host}:{settings.port}"
+    log.info("serving %s on %s (%s, %s)", settings.model_id, where, device, dtype)
+    uvicorn.run(
+        app,
+        host=settings.host,
+        port=settings.port,
+        uds=str(settings.unix_socket_path) if settings.unix_socket_path else None,
+        log_config=log_config,
+        access_log=False,  # api/observability.py logs every request, with its latency breakdown
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
+    )
+    logging.shutdown()
+    return 0
+
+
+def _set_process_title(title: str) -> None:
+    import setproctitle
+
+    setproctitle.setproctitle(title)

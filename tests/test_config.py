@@ -1,0 +1,130 @@
+"""Settings: environment variables with the earlier server's names, ./.env, command-line flags on top,
+errors naming the variable, and `qwen3-tts-server config` printing the effective values, the key masked."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from qwen3_tts_server.cli import build_parser
+from qwen3_tts_server.config import Settings, from_args
+from qwen3_tts_server.errors import InvalidInputError
+
+SEED_NAMES = [
+    "MODEL_ID",
+    "DEVICE",
+    "DTYPE",
+    "IDLE_TIMEOUT",
+    "PRELOAD_MODEL",
+    "REQUEST_TIMEOUT",
+    "MAX_QUEUE_DEPTH",
+    "MAX_BATCH_SIZE",
+    "AUDIO_CACHE_MAX",
+    "VOICE_CACHE_MAX",
+    "LOG_FORMAT",
+    "TEXT_NORMALIZE",
+    "API_KEY",
+    "DATA_DIR",
+    "UNIX_SOCKET_PATH",
+    "REDIS_URL",
+    "GATEWAY_MODE",
+    "WORKER_HOST",
+    "WORKER_PORT",
+]
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No setting from the caller's environment, and a working directory without a .env."""
+    for name in Settings.model_fields:
+        monkeypatch.delenv(name.upper(), raising=False)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch
+
+
+def run_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
+    base = {k: v for k, v in os.environ.items() if k.lower() not in Settings.model_fields}
+    return subprocess.run(
+        [sys.executable, "-m", "qwen3_tts_server", *args],
+        env={**base, **env},
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_earlier_servers_names_are_all_settings():
+    assert set(SEED_NAMES) <= set(Settings().effective())
+    assert all(info.description for info in Settings.model_fields.values())
+
+
+def test_environment_then_dotenv_then_flags(clean_env, tmp_path):
+    (tmp_path / ".env").write_text("MAX_QUEUE_DEPTH=3\nIDLE_TIMEOUT=9\nLOG_FORMAT=text\n")
+    clean_env.setenv("IDLE_TIMEOUT", "5")  # the environment wins over .env
+    settings = Settings.load()
+    assert (settings.max_queue_depth, settings.idle_timeout, settings.log_format) == (3, 5.0, "text")
+    args = build_parser().parse_args(["serve", "--idle-timeout", "7", "--no-text-normalize", "--uds", "/tmp/s"])
+    flagged = from_args(args)  # flags win over both
+    assert (flagged.idle_timeout, flagged.text_normalize, flagged.max_queue_depth) == (7.0, False, 3)
+    assert str(flagged.unix_socket_path) == "/tmp/s"
+
+
+def test_an_empty_value_unsets_an_optional_setting(clean_env, tmp_path):
+    (tmp_path / ".env").write_text("UNIX_SOCKET_PATH=/run/tts.sock\nREDIS_URL=redis://cache:6379/0\n")
+    clean_env.setenv("UNIX_SOCKET_PATH", "")
+    settings = Settings.load(redis_url="")
+    assert settings.unix_socket_path is None and settings.redis_url is None
+
+
+@pytest.mark.parametrize(
+    ("name", "value"),
+    [
+        ("IDLE_TIMEOUT", "soon"),
+        ("IDLE_TIMEOUT", "-1"),
+        ("MAX_QUEUE_DEPTH", "0"),
+        ("PORT", "70000"),
+        ("LOG_FORMAT", "xml"),
+        ("DTYPE", "int4"),
+        ("PRELOAD_MODEL", "maybe"),
+        ("AUDIO_CACHE_MAX_BYTES", "0"),
+    ],
+)
+def test_a_bad_value_names_its_variable(clean_env, name, value):
+    clean_env.setenv(name, value)
+    with pytest.raises(InvalidInputError, match=f"{name}='{value}'"):
+        Settings.load()
+
+
+def test_config_command_masks_the_key_and_prints_every_setting(tmp_path):
+    env = {"API_KEY": "sk-very-secret", "IDLE_TIMEOUT": "30", "GATEWAY_MODE": "true"}
+    lines = run_cli("config", "--max-batch-size", "8", env=env, cwd=tmp_path)
+    assert lines.returncode == 0, lines.stderr
+    printed = dict(line.split("=", 1) for line in lines.stdout.splitlines())
+    assert set(printed) == set(Settings().effective())
+    assert printed["API_KEY"] == "********" and "sk-very-secret" not in lines.stdout
+    assert (printed["IDLE_TIMEOUT"], printed["GATEWAY_MODE"], printed["MAX_BATCH_SIZE"]) == ("30.0", "True", "8")
+    as_json = run_cli("config", "--json", env=env, cwd=tmp_path)
+    assert json.loads(as_json.stdout)["API_KEY"] == "********"
+
+
+def test_config_command_fails_naming_the_variable(tmp_path):
+    result = run_cli("config", env={"MAX_BATCH_SIZE": "lots"}, cwd=tmp_path)
+    assert result.returncode == 2 and "MAX_BATCH_SIZE='lots'" in result.stderr and not result.stdout
+
+
+def test_serve_refuses_a_bad_setting_before_loading_anything(tmp_path):
+    result = run_cli("serve", env={"REQUEST_TIMEOUT": "forever"}, cwd=tmp_path)
+    assert result.returncode == 2 and "REQUEST_TIMEOUT='forever'" in result.stderr
+
+
+def test_every_setting_has_a_documented_serve_flag():
+    serve = build_parser()._subparsers._group_actions[0].choices["serve"]
+    flags = {action.dest: action for action in serve._actions}
+    for name in Settings.model_fields:
+        assert name in flags and name.upper() in flags[name].help, name
