@@ -304,9 +304,12 @@ def test_redis_stores_numpy_counts_as_plain_ints(redis_server):
     assert type(got.frames) is int and type(got.text_tokens) is int
 
 
-def test_redis_applies_the_ttl(redis_server):
+@pytest.mark.parametrize(("ttl_seconds", "expires"), [(30, True), (0, False)])
+def test_redis_applies_the_ttl(redis_server, ttl_seconds, expires):
+    """Entries expire after the TTL; a TTL of 0 stores them without expiry (Redis's memory policy bounds them)."""
+
     async def scenario():
-        cache = RedisAudioCache(redis_server.url, ttl_seconds=30, prefix="p:")
+        cache = RedisAudioCache(redis_server.url, ttl_seconds=ttl_seconds, prefix="p:")
         try:
             await cache.put("k", entry(10))
         finally:
@@ -315,20 +318,7 @@ def test_redis_applies_the_ttl(redis_server):
     run(scenario())
     with redis_server.client() as client:
         pttl = client.pttl("p:k")
-    assert 0 < pttl <= 30_000
-
-
-def test_redis_without_ttl_stores_without_expiry(redis_server):
-    async def scenario():
-        cache = RedisAudioCache(redis_server.url, ttl_seconds=0, prefix="p:")
-        try:
-            await cache.put("k", entry(10))
-        finally:
-            await cache.close()
-
-    run(scenario())
-    with redis_server.client() as client:
-        assert client.pttl("p:k") == -1
+    assert 0 < pttl <= 30_000 if expires else pttl == -1
 
 
 def test_redis_instances_on_one_server_share_entries(redis_server):

@@ -1,5 +1,5 @@
-"""The `qwen3-tts-server` command: `serve`, `gateway`, `config`, `healthcheck`, `synth` (text to a WAV file), `make-test-model` and
-`bench`."""
+"""The `qwen3-tts-server` command: `serve`, `gateway`, `config`, `healthcheck`, `synth` (text to a WAV file),
+`make-test-model` and `bench`."""
 
 from __future__ import annotations
 

@@ -1,13 +1,14 @@
 """`qwen3-tts-server serve`: the full server in this process, from the settings to a running uvicorn.
 
 SIGTERM (or Ctrl-C) drains: the listening socket closes at once, in-flight requests and streams get
-SHUTDOWN_GRACE seconds to finish, what is left is then cancelled (its engine rows freed), the engine stops
-and the last log lines are flushed."""
+SHUTDOWN_GRACE seconds to finish, what is left is then cancelled (its engine rows freed), the engine stops,
+the last log lines are flushed and the exit status is 0."""
 
 from __future__ import annotations
 
 import logging
 import math
+import signal
 
 from .config import Settings
 
@@ -48,6 +49,10 @@ def serve(settings: Settings) -> int:
         max_batch_size=settings.max_batch_size,
         max_queue_depth=settings.max_queue_depth,
     )
+    # uvicorn re-raises the SIGTERM / SIGINT it drained for once it has shut down; absorbed here, so that a
+    # graceful stop exits 0 (as the gateway's does).
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        signal.signal(sig, lambda *_: None)
     where = settings.unix_socket_path or f"{settings.host}:{settings.port}"
     log.info("serving %s on %s (%s, %s)", settings.model_id, where, device, dtype)
     uvicorn.run(

@@ -80,7 +80,8 @@ def create_app(
                 return envelope(401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key")
             return await call_next(request)
 
-    app.add_middleware(RequestObserver, metrics=metrics, in_flight=in_flight)  # outermost: sees every request, 401 and 413 included
+    # Outermost: it sees every request, those refused with 401 or 413 included.
+    app.add_middleware(RequestObserver, metrics=metrics, in_flight=in_flight)
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(discovery.router)

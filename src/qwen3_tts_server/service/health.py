@@ -9,16 +9,8 @@ import torch
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..model.tts_model import Qwen3TTSModel
+from ..resources import resident_memory_bytes
 from .voice_library import VoiceLibrary
-
-
-def resident_memory_bytes() -> int | None:
-    """This process's resident set size (Linux /proc; None elsewhere)."""
-    try:
-        with open("/proc/self/statm") as statm:
-            return int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
-    except (OSError, ValueError, IndexError):
-        return None
 
 
 def gpu_memory(model: Qwen3TTSModel | None) -> tuple[int, int] | None:

@@ -52,7 +52,7 @@ def live_process(
     uds: bool = False,
 ) -> Iterator[LiveProcess]:
     """Run `qwen3-tts-server COMMAND --model MODEL ARGS` (on a Unix socket with `uds`), wait for /ready, yield
-    it, and stop it on exit (SIGTERM, then SIGKILL after 30 s). Unless `env` names a DATA_DIR, the voice library
+    it, and stop it on exit (SIGTERM, then SIGKILL after 60 s). Unless `env` names a DATA_DIR, the voice library
     lives in a temporary directory removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="qwen3-tts-") as scratch:
         if uds:
@@ -77,7 +77,7 @@ def live_process(
         finally:
             process.terminate()
             try:
-                process.wait(timeout=30)
+                process.wait(timeout=60)
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()

@@ -4,6 +4,7 @@ and each is normalised (numbers, dates, symbols, ... in words) in its language u
 
 from __future__ import annotations
 
+import functools
 import unicodedata
 from dataclasses import dataclass
 
@@ -25,7 +26,12 @@ def text_segments(
     text: str, language: str | None, normalize_text: bool, max_chars: int = SEGMENT_MAX_CHARS
 ) -> list[TextSegment]:
     """`text` as segments to speak in order; `language` is a model language name, "auto" or None (Auto)."""
-    language = (language or "auto").lower()
+    return list(_text_segments(text, (language or "auto").lower(), normalize_text, max_chars))
+
+
+# Repeated texts (the output cache's hits, retries, a voice agent's stock phrases) skip the front end's 1-3 ms.
+@functools.lru_cache(maxsize=1024)
+def _text_segments(text: str, language: str, normalize_text: bool, max_chars: int) -> tuple[TextSegment, ...]:
     runs = _language_runs(text) if language == "auto" else [(language, text)]
     segments = []
     for run_language, run_text in runs:
@@ -35,7 +41,7 @@ def text_segments(
         for source in speech_segments(run_text, known, max_chars):
             spoken = normalize(source, reading) if normalize_text else source
             segments.append(TextSegment(source, spoken, run_language))
-    return segments
+    return tuple(segments)
 
 
 def _language_runs(text: str) -> list[tuple[str, str]]:

@@ -1,0 +1,45 @@
+"""The gateway's settings, read from `qwen3-tts-server config --json` in a short-lived subprocess: the same
+validation and sources (environment, .env, flags) as `serve`, without pydantic in this process."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from dataclasses import dataclass
+
+
+class SettingsError(Exception):
+    """The settings are invalid; the message is `config`'s own error output."""
+
+
+@dataclass(frozen=True)
+class GatewaySettings:
+    host: str
+    port: int
+    unix_socket_path: str | None
+    idle_timeout: float
+    api_key: str | None
+    shutdown_grace: float
+    log_format: str
+    log_level: str
+    worker_host: str
+    worker_port: int
+    worker_start_timeout: float
+
+    @classmethod
+    def from_effective(cls, values: dict) -> GatewaySettings:
+        """From `config --json` output (keys are environment variable names)."""
+        return cls(**{name: values[name.upper()] for name in cls.__dataclass_fields__})
+
+
+def load_settings(argv: list[str]) -> GatewaySettings:
+    """The effective settings for these command-line flags."""
+    result = subprocess.run(
+        [sys.executable, "-m", "qwen3_tts_server", "config", "--json", "--show-secrets", *argv],
+        capture_output=True,
+        text=True,
+    )
+    if result.returncode != 0:
+        raise SettingsError(result.stderr.strip() or result.stdout.strip() or f"config exited {result.returncode}")
+    return GatewaySettings.from_effective(json.loads(result.stdout))
