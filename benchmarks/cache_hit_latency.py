@@ -83,6 +83,7 @@ def main() -> None:
         "hit_p50_ms": round(float(np.percentile(hits, 50)), 2),
         "hit_p99_ms": round(float(np.percentile(hits, 99)), 2),
         "server_p50_ms": round(float(np.percentile(np.array(server_seconds) * 1000, 50)), 2),
+        "server_p99_ms": round(float(np.percentile(np.array(server_seconds) * 1000, 99)), 2),
         "requests_per_s": round(len(hits) / wall, 1),
         "engine_steps_during_hits": steps_during,
     }
