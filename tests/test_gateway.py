@@ -22,6 +22,7 @@ from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
 from qwen3_tts_server.testing.live_gateway import LiveGateway, live_gateway
+from qwen3_tts_server.testing.live_server import live_process
 
 SPEECH = "/v1/audio/speech"
 TIMEOUT = 300
@@ -348,3 +349,12 @@ def test_sigterm_lets_a_streamed_request_finish(idle_gateway):
     assert received > 0 and received % PCM_FRAME_BYTES == 0
     assert idle_gateway.process.wait(timeout=60) == 0
     assert process_gone(pid)
+
+
+def test_serve_with_gateway_mode_runs_the_gateway(checkpoint_dirs):
+    """The container's `serve` with GATEWAY_MODE=true: the same process becomes the light gateway."""
+    with live_process("serve", checkpoint_dirs["custom_voice"], env={"GATEWAY_MODE": "true"}) as served:
+        health = served.health()
+        title = Path(f"/proc/{served.process.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+    assert health["gateway"]["pid"] == served.process.pid and health["gateway"]["worker"] == "stopped"
+    assert title.startswith("qwen3-tts-server gateway")
