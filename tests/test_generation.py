@@ -9,6 +9,7 @@ import torch
 from qwen3_tts_server.errors import InvalidInputError
 from qwen3_tts_server.model.generation import MIN_FRAMES, FrameGenerator
 from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.sampling import RowSampling, choose, stream_uniform
 from qwen3_tts_server.model.tts_model import BUDGET_BASE_FRAMES, BUDGET_FRAMES_PER_TOKEN, Qwen3TTSModel
 
 ENGLISH = VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian")
@@ -28,6 +29,44 @@ def test_seeded_sampling_is_reproducible_alone_and_batched(models):
     np.testing.assert_array_equal(alone, again)
     np.testing.assert_array_equal(alone, batched)
     assert not np.array_equal(alone[: len(other_seed)], other_seed[: len(alone)])
+
+
+def _splitmix64(x: int) -> int:
+    """The reference SplitMix64 finaliser on Python integers (unsigned 64-bit)."""
+    mask = (1 << 64) - 1
+    x = (x + 0x9E3779B97F4A7C15) & mask
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & mask
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & mask
+    return x ^ (x >> 31)
+
+
+def test_row_random_streams_are_splitmix64_of_seed_and_draw():
+    """The device-side stream is exactly SplitMix64(SplitMix64(seed) + draw): the same on every device and in
+    any batch, with no generator object to carry."""
+    seeds = [0, 1, 7, 2**62 + 12345, -3]
+    draws = [0, 1, 15, 1000, 3]
+    got = stream_uniform(torch.tensor(seeds), torch.tensor(draws)).tolist()
+    mask = (1 << 64) - 1
+    mixed = [_splitmix64((_splitmix64(s & mask) + d) & mask) for s, d in zip(seeds, draws, strict=True)]
+    want = [((z >> 11) + 1) * 2.0**-53 for z in mixed]
+    assert got == want
+    many = stream_uniform(torch.full((100_000,), 42), torch.arange(100_000))
+    assert many.min() > 0 and many.max() <= 1 and abs(many.mean().item() - 0.5) < 0.005
+
+
+def test_draws_follow_the_warped_distribution():
+    """10,000 rows with one set of scores, each drawing once: the frequencies are the softmax of the
+    temperature-scaled scores within top-k and top-p, and nothing outside them is ever drawn."""
+    rows, scores = 10_000, torch.tensor([[2.0, 1.0, 0.5, 0.0, -1.0, -3.0]])
+    params = RowSampling.build([(True, 0.8, 4, 0.95)] * rows, torch.device("cpu"))
+    uniform = stream_uniform(torch.arange(rows), torch.zeros(rows, dtype=torch.long))
+    drawn = choose(scores.expand(rows, -1).clone(), params, uniform)
+    counts = torch.bincount(drawn, minlength=6).double() / rows
+    expected = (scores[0, :4] / 0.8).softmax(-1).double()  # top-k 4; top-p 0.95 keeps all four here
+    assert counts[4:].sum() == 0
+    assert torch.allclose(counts[:4], expected, atol=0.015), (counts, expected)
+    greedy = RowSampling.build([(False, 0.8, 4, 0.95)] * 3, torch.device("cpu"))
+    assert choose(scores.expand(3, -1).clone(), greedy, uniform[:3]).tolist() == [0, 0, 0]
 
 
 def test_top_k_one_and_tiny_top_p_sample_the_argmax(models):

@@ -9,13 +9,14 @@ reaches its frame budget. This is the interface the engine drives; nothing here 
 
 from __future__ import annotations
 
+import secrets
 from dataclasses import dataclass
 
 import torch
 
 from .config import TalkerConfig
 from .prompt import TalkerPrompt
-from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose
+from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose, stream_uniform
 from .talker import Talker
 
 MIN_FRAMES = 2
@@ -30,7 +31,6 @@ class _Row:
     params: SamplingParams
     max_frames: int
     suppress_eos: bool
-    generator: torch.Generator | None
     frames: int = 0
     sampled: int = 0
 
@@ -58,6 +58,9 @@ class FrameGenerator:
         self.hidden = torch.zeros(rows, self.cfg.stack.hidden_size, dtype=self.dtype, device=self.device)
         self.code0 = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.seen = torch.zeros(rows, vocab, dtype=torch.bool, device=self.device)  # repetition history
+        # Each row's random stream: its seed and how many numbers it has drawn (sampling.stream_uniform).
+        self.seeds = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.draws = torch.zeros(rows, dtype=torch.long, device=self.device)
         # The top 1024 codec ids are control tokens (tags, speakers, languages): never generated, but EOS.
         suppressed = torch.zeros(vocab, dtype=torch.bool, device=self.device)
         suppressed[vocab - 1024 :] = True
@@ -83,12 +86,10 @@ class FrameGenerator:
         if not free:
             raise RuntimeError("no free row")
         index = free[0]
-        generator = None
-        if params.seed is not None:
-            generator = torch.Generator(device=self.device)
-            generator.manual_seed(params.seed)
-        self.rows[index] = _Row(prompt, params, max(max_frames, 1), suppress_eos, generator)
+        self.rows[index] = _Row(prompt, params, max(max_frames, 1), suppress_eos)
         self.seen[index] = False
+        self.seeds[index] = params.seed if params.seed is not None else secrets.randbits(63)
+        self.draws[index] = 0
         hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, [index])[:, -1]
         self._sample_code0([index], hidden)
         return index
@@ -106,7 +107,7 @@ class FrameGenerator:
         params = RowSampling.build(
             [(r.params.do_sample, r.params.temperature, r.params.top_k, r.params.top_p) for r in rows], self.device
         )
-        codes = choose(scores, params, [r.generator for r in rows])
+        codes = choose(scores, params, self._uniform(index))
         self.hidden[index] = hidden
         self.code0[index] = codes
         self.seen[index, codes] = True
@@ -134,11 +135,10 @@ class FrameGenerator:
             ],
             self.device,
         )
-        generators = [r.generator for r in rows]
         rest = self.talker.code_predictor.predict(
             self.hidden[index][:, None],
             self.talker.embed_codec(code0[:, None]),
-            lambda logits: choose(logits, sub_params, generators),
+            lambda logits: choose(logits, sub_params, self._uniform(index)),
         )
         codes = torch.cat((code0[:, None], rest), dim=1)
         for row in rows:
@@ -164,6 +164,12 @@ class FrameGenerator:
             if finished:
                 self.rows[row_index] = None
         return frames
+
+    def _uniform(self, index: torch.Tensor) -> torch.Tensor:
+        """The next random number of each of these rows (their draw counters advance on the device)."""
+        uniform = stream_uniform(self.seeds[index], self.draws[index])
+        self.draws[index] += 1
+        return uniform
 
     def _text_input(self, row: _Row) -> torch.Tensor:
         step = row.frames - 1

@@ -75,7 +75,8 @@ class SamplingParams:
 class RowSampling:
     """Settings of a batch of rows as device tensors, built once per batch composition."""
 
-    sampled_rows: list[int]  # rows that draw (the others take the argmax), known on the host
+    do_sample: torch.Tensor  # (B,) bool: draw, or take the argmax
+    any_sampled: bool  # host copy of do_sample.any(): an all-greedy batch skips the warping
     temperature: torch.Tensor  # (B, 1)
     top_k: torch.Tensor  # (B,) long, 0 = off
     top_p: torch.Tensor  # (B, 1)
@@ -85,12 +86,39 @@ class RowSampling:
     def build(cls, rows: list[tuple[bool, float, int, float]], device: torch.device) -> RowSampling:
         do_sample, temperature, top_k, top_p = zip(*rows, strict=True)
         return cls(
-            sampled_rows=[i for i, sample in enumerate(do_sample) if sample],
+            do_sample=torch.tensor(do_sample, dtype=torch.bool, device=device),
+            any_sampled=any(do_sample),
             temperature=torch.tensor(temperature, dtype=torch.float32, device=device)[:, None],
             top_k=torch.tensor(top_k, dtype=torch.long, device=device),
             top_p=torch.tensor(top_p, dtype=torch.float32, device=device)[:, None],
             largest_top_k=0 if min(top_k) <= 0 else max(top_k),
         )
+
+
+# Random numbers without generator objects: each row's draws are a pure function of its seed and its draw
+# counter (SplitMix64 over int64 tensors), so a seeded row draws the same alone or in any batch, every row
+# draws in one vectorised operation, and nothing needs a host round trip (what CUDA graphs require).
+_GOLDEN = 0x9E3779B97F4A7C15 - (1 << 64)  # the constants as wrapping signed 64-bit integers
+_MIX1 = 0xBF58476D1CE4E5B9 - (1 << 64)
+_MIX2 = 0x94D049BB133111EB - (1 << 64)
+
+
+def _shift_right(x: torch.Tensor, bits: int) -> torch.Tensor:
+    """Logical (unsigned) right shift of int64 values."""
+    return (x >> bits) & ((1 << (64 - bits)) - 1)
+
+
+def _mix64(x: torch.Tensor) -> torch.Tensor:
+    x = x + _GOLDEN
+    x = (x ^ _shift_right(x, 30)) * _MIX1
+    x = (x ^ _shift_right(x, 27)) * _MIX2
+    return x ^ _shift_right(x, 31)
+
+
+def stream_uniform(seeds: torch.Tensor, draws: torch.Tensor) -> torch.Tensor:
+    """One number in (0, 1] per row (float64) from each row's seed and draw counter (int64 tensors)."""
+    z = _mix64(_mix64(seeds) + draws)
+    return (_shift_right(z, 11) + 1).double() * 2.0**-53
 
 
 def apply_repetition_penalty(scores: torch.Tensor, seen: torch.Tensor, penalty: torch.Tensor) -> torch.Tensor:
@@ -116,11 +144,13 @@ def _warp(scores: torch.Tensor, params: RowSampling) -> torch.Tensor:
     return scores.masked_fill(drop, float("-inf"))
 
 
-def choose(scores: torch.Tensor, params: RowSampling, generators: list[torch.Generator | None]) -> torch.Tensor:
-    """scores (B, V) float32, already penalised/masked -> chosen ids (B,)."""
+def choose(scores: torch.Tensor, params: RowSampling, uniform: torch.Tensor) -> torch.Tensor:
+    """scores (B, V) float32, already penalised/masked -> chosen ids (B,). A sampled row takes the first token
+    whose cumulative probability reaches its `uniform` number (B,) in (0, 1]: a draw from its distribution."""
     chosen = scores.argmax(dim=-1)
-    if params.sampled_rows:
-        probs = _warp(scores, params).softmax(dim=-1)
-        for row in params.sampled_rows:  # each row draws from its own generator: seeds hold in any batch
-            chosen[row] = torch.multinomial(probs[row], 1, generator=generators[row])[0]
-    return chosen
+    if not params.any_sampled:
+        return chosen
+    cumulative = _warp(scores, params).softmax(dim=-1).double().cumsum(dim=-1)
+    target = uniform[:, None] * cumulative[:, -1:]
+    drawn = (cumulative < target).sum(dim=-1).clamp(max=scores.shape[-1] - 1)
+    return torch.where(params.do_sample, drawn, chosen)
