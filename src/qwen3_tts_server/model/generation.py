@@ -20,19 +20,17 @@ from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, cho
 from .talker import Talker
 
 MIN_FRAMES = 2
+LENGTH = 2  # a row's end, as the step computes it on the device: 0 goes on, 1 EOS, 2 its frame budget
+FINISH_REASONS = (None, "eos", "length")
 
 
 @dataclass
 class _Row:
-    """Host-side bookkeeping of a row; its tensors (last hidden state, pending codebook-0 code, code
-    history) live in the generator's per-row device buffers."""
+    """Host-side bookkeeping of a row: its sampling settings. Everything that changes from step to step
+    (hidden state, pending codebook-0 code, code history, frame and draw counters, text input) lives in the
+    generator's per-row device buffers, so that a step depends on the host only through which rows run."""
 
-    prompt: TalkerPrompt
     params: SamplingParams
-    max_frames: int
-    suppress_eos: bool
-    frames: int = 0
-    sampled: int = 0
 
 
 @dataclass
@@ -61,6 +59,16 @@ class FrameGenerator:
         # Each row's random stream: its seed and how many numbers it has drawn (sampling.stream_uniform).
         self.seeds = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.draws = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.frames = torch.zeros(rows, dtype=torch.long, device=self.device)  # frames made
+        self.budget = torch.ones(rows, dtype=torch.long, device=self.device)  # frames allowed
+        self.sampled = torch.zeros(rows, dtype=torch.long, device=self.device)  # codebook-0 codes drawn
+        self.suppress_eos = torch.zeros(rows, dtype=torch.bool, device=self.device)
+        self.penalty = torch.ones(rows, 1, dtype=torch.float32, device=self.device)  # repetition penalty
+        # The text fed alongside each frame: the prompt's trailing embeddings, then its pad embedding.
+        hidden = self.cfg.stack.hidden_size
+        self.trailing = torch.zeros(rows, 16, hidden, dtype=self.dtype, device=self.device)
+        self.trailing_length = torch.zeros(rows, dtype=torch.long, device=self.device)
+        self.pad = torch.zeros(rows, hidden, dtype=self.dtype, device=self.device)
         # The top 1024 codec ids are control tokens (tags, speakers, languages): never generated, but EOS.
         suppressed = torch.zeros(vocab, dtype=torch.bool, device=self.device)
         suppressed[vocab - 1024 :] = True
@@ -86,21 +94,39 @@ class FrameGenerator:
         if not free:
             raise RuntimeError("no free row")
         index = free[0]
-        self.rows[index] = _Row(prompt, params, max(max_frames, 1), suppress_eos)
+        self.rows[index] = _Row(params)
         self.seen[index] = False
         self.seeds[index] = params.seed if params.seed is not None else secrets.randbits(63)
         self.draws[index] = 0
+        self.frames[index] = 0
+        self.budget[index] = max(max_frames, 1)
+        self.sampled[index] = 0
+        self.suppress_eos[index] = suppress_eos
+        self.penalty[index] = params.repetition_penalty
+        self._set_text(index, prompt)
         hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, [index])[:, -1]
         self._sample_code0([index], hidden)
         return index
+
+    def _set_text(self, index: int, prompt: TalkerPrompt) -> None:
+        length = prompt.trailing.shape[0]
+        if length > self.trailing.shape[1]:  # grown by doubling, like the KV cache
+            capacity = self.trailing.shape[1]
+            while capacity < length:
+                capacity *= 2
+            grown = self.trailing.new_zeros(self.trailing.shape[0], capacity, self.trailing.shape[2])
+            grown[:, : self.trailing.shape[1]] = self.trailing
+            self.trailing = grown
+        self.trailing[index, :length] = prompt.trailing.to(self.dtype)
+        self.trailing_length[index] = length
+        self.pad[index] = prompt.pad.to(self.dtype)
 
     def _sample_code0(self, indices: list[int], hidden: torch.Tensor) -> None:
         rows = [self.rows[i] for i in indices]
         index = torch.tensor(indices, device=self.device)
         scores = self.talker.codec_head(hidden).float()
-        penalty = torch.tensor([[r.params.repetition_penalty] for r in rows], device=self.device)
-        scores = apply_repetition_penalty(scores, self.seen[index], penalty)
-        no_eos = torch.tensor([r.suppress_eos or r.sampled < MIN_FRAMES for r in rows], device=self.device)
+        scores = apply_repetition_penalty(scores, self.seen[index], self.penalty[index])
+        no_eos = self.suppress_eos[index] | (self.sampled[index] < MIN_FRAMES)
         eos = self.cfg.codec_eos_id
         scores[:, eos] = scores[:, eos].masked_fill(no_eos, float("-inf"))  # no boolean indexing: no device read
         scores = scores.masked_fill(self._suppressed, float("-inf"))
@@ -111,8 +137,7 @@ class FrameGenerator:
         self.hidden[index] = hidden
         self.code0[index] = codes
         self.seen[index, codes] = True
-        for r in rows:
-            r.sampled += 1
+        self.sampled[index] += 1
 
     @torch.inference_mode()
     def step(self) -> list[Frame]:
@@ -141,25 +166,17 @@ class FrameGenerator:
             lambda logits: choose(logits, sub_params, self._uniform(index)),
         )
         codes = torch.cat((code0[:, None], rest), dim=1)
-        for row in rows:
-            row.frames += 1
-        continuing = [p for p, row in enumerate(rows) if row.frames < row.max_frames]
-        if continuing:
-            keep = torch.tensor(continuing, device=self.device)
-            inputs = self.talker.frame_embedding(codes[keep])
-            inputs = inputs + torch.stack([self._text_input(rows[p]) for p in continuing])[:, None]
-            cache_rows = [indices[p] for p in continuing]
-            new_hidden = self.talker.model.decode(inputs, self.cache, cache_rows)[:, 0]
-            self._sample_code0(cache_rows, new_hidden)
-        next_code0 = self.code0[index].tolist()  # the one read from the device per step
+        self.frames[index] += 1
+        made = self.frames[index]
+        # Every row takes its talker step, also one at its budget (that step's code is never used): the work of
+        # a step depends on which rows run, never on values that only the device knows.
+        inputs = self.talker.frame_embedding(codes) + self._text_input(index, made - 1)[:, None]
+        new_hidden = self.talker.model.decode(inputs, self.cache, indices)[:, 0]
+        self._sample_code0(indices, new_hidden)
+        ended = torch.where(made >= self.budget[index], LENGTH, (self.code0[index] == self.cfg.codec_eos_id).long())
         frames = []
-        for position, (row_index, row) in enumerate(zip(indices, rows, strict=True)):
-            if row.frames >= row.max_frames:
-                finished = "length"
-            elif next_code0[position] == self.cfg.codec_eos_id:
-                finished = "eos"
-            else:
-                finished = None
+        for position, (row_index, reason) in enumerate(zip(indices, ended.tolist(), strict=True)):  # the one read
+            finished = FINISH_REASONS[reason]
             frames.append(Frame(row=row_index, codes=codes[position], finished=finished))
             if finished:
                 self.rows[row_index] = None
@@ -171,6 +188,7 @@ class FrameGenerator:
         self.draws[index] += 1
         return uniform
 
-    def _text_input(self, row: _Row) -> torch.Tensor:
-        step = row.frames - 1
-        return row.prompt.trailing[step] if step < row.prompt.trailing.shape[0] else row.prompt.pad
+    def _text_input(self, index: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+        """The text embedding each row adds at decode step `step` (B,): its trailing text, then its pad."""
+        trailing = self.trailing[index, step.clamp(max=self.trailing.shape[1] - 1)]
+        return torch.where((step < self.trailing_length[index])[:, None], trailing, self.pad[index])
