@@ -22,6 +22,7 @@ from .talker import Talker
 MIN_FRAMES = 2
 LENGTH = 2  # a row's end, as the step computes it on the device: 0 goes on, 1 EOS, 2 its frame budget
 FINISH_REASONS = (None, "eos", "length")
+SPAN_STEP = 128  # a static step attends over a multiple of this many cache positions
 
 
 @dataclass
@@ -42,20 +43,38 @@ class Frame:
     finished: str | None = None  # "eos" | "length"
 
 
-class FrameGenerator:
-    """Rows' state stays on the device; a step reads the device once, for the new codes (EOS checks)."""
+def batch_buckets(rows: int) -> tuple[int, ...]:
+    """The row counts a static step runs: powers of two below `rows`, then `rows` itself."""
+    return tuple(1 << i for i in range(rows.bit_length()) if 1 << i < rows) + (rows,)
 
-    def __init__(self, talker: Talker, rows: int, initial_capacity: int = 256):
+
+class FrameGenerator:
+    """Rows' state stays on the device; a step reads the device once, for the rows' end reasons.
+
+    Two ways to step, with the same results: the eager step runs exactly the running rows (gathered by index)
+    over the longest of their spans; the static step runs a fixed bucket of rows, the first `bucket` rows with
+    every running row among them (new rows take the lowest free row), over a span rounded up to
+    `SPAN_STEP`, and masks what the rows that are not running compute. Its shapes depend on (bucket, span)
+    alone and it reads nothing from the host, which is what a CUDA graph needs; `static` defaults to it on
+    CUDA, where launches, not arithmetic, set the speed.
+    """
+
+    def __init__(self, talker: Talker, rows: int, initial_capacity: int = 256, static: bool | None = None):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
         weight = talker.codec_head.weight
         self.device, self.dtype = weight.device, weight.dtype
+        self.static = self.device.type == "cuda" if static is None else static
+        self.buckets = batch_buckets(rows)
         self.cache = talker.new_cache(rows, initial_capacity, self.dtype, self.device)
         self.rows: list[_Row | None] = [None] * rows
         vocab = self.cfg.vocab_size
+        self.running = torch.zeros(rows, dtype=torch.bool, device=self.device)
         self.hidden = torch.zeros(rows, self.cfg.stack.hidden_size, dtype=self.dtype, device=self.device)
         self.code0 = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.seen = torch.zeros(rows, vocab, dtype=torch.bool, device=self.device)  # repetition history
+        self.talker_sampling = RowSampling.slots(rows, self.device)
+        self.subtalker_sampling = RowSampling.slots(rows, self.device)
         # Each row's random stream: its seed and how many numbers it has drawn (sampling.stream_uniform).
         self.seeds = torch.zeros(rows, dtype=torch.long, device=self.device)
         self.draws = torch.zeros(rows, dtype=torch.long, device=self.device)
@@ -85,16 +104,20 @@ class FrameGenerator:
     def remove(self, row: int) -> None:
         """Drop a row (its request was cancelled); the row is free for the next `add` at once."""
         self.rows[row] = None
+        self.running[row] = False
 
     @torch.inference_mode()
     def add(self, prompt: TalkerPrompt, params: SamplingParams, max_frames: int, suppress_eos: bool = False) -> int:
-        """Prefill a free row with `prompt`; returns the row index. `suppress_eos` makes the row run to
-        `max_frames` (benchmarks compare equal work)."""
+        """Prefill the lowest free row with `prompt`; returns the row index. `suppress_eos` makes the row run
+        to `max_frames` (benchmarks compare equal work)."""
         free = self.free_rows()
         if not free:
             raise RuntimeError("no free row")
         index = free[0]
         self.rows[index] = _Row(params)
+        self.running[index] = True
+        self.talker_sampling.write(index, params.talker_setting)
+        self.subtalker_sampling.write(index, params.subtalker_setting)
         self.seen[index] = False
         self.seeds[index] = params.seed if params.seed is not None else secrets.randbits(63)
         self.draws[index] = 0
@@ -104,8 +127,9 @@ class FrameGenerator:
         self.suppress_eos[index] = suppress_eos
         self.penalty[index] = params.repetition_penalty
         self._set_text(index, prompt)
-        hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, [index])[:, -1]
-        self._sample_code0([index], hidden)
+        row = slice(index, index + 1)
+        hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, row)[:, -1]
+        self._sample_code0(row, hidden, self.talker_sampling.select(row, [params.talker_setting]))
         return index
 
     def _set_text(self, index: int, prompt: TalkerPrompt) -> None:
@@ -121,74 +145,84 @@ class FrameGenerator:
         self.trailing_length[index] = length
         self.pad[index] = prompt.pad.to(self.dtype)
 
-    def _sample_code0(self, indices: list[int], hidden: torch.Tensor) -> None:
-        rows = [self.rows[i] for i in indices]
-        index = torch.tensor(indices, device=self.device)
-        scores = self.talker.codec_head(hidden).float()
-        scores = apply_repetition_penalty(scores, self.seen[index], self.penalty[index])
-        no_eos = self.suppress_eos[index] | (self.sampled[index] < MIN_FRAMES)
-        eos = self.cfg.codec_eos_id
-        scores[:, eos] = scores[:, eos].masked_fill(no_eos, float("-inf"))  # no boolean indexing: no device read
-        scores = scores.masked_fill(self._suppressed, float("-inf"))
-        params = RowSampling.build(
-            [(r.params.do_sample, r.params.temperature, r.params.top_k, r.params.top_p) for r in rows], self.device
-        )
-        codes = choose(scores, params, self._uniform(index))
-        self.hidden[index] = hidden
-        self.code0[index] = codes
-        self.seen[index, codes] = True
-        self.sampled[index] += 1
-
     @torch.inference_mode()
     def step(self) -> list[Frame]:
         """Advance every active row by one frame; returns one frame per row that was active."""
         indices = self.active
         if not indices:
             return []
-        rows = [self.rows[i] for i in indices]
-        index = torch.tensor(indices, device=self.device)
-        code0 = self.code0[index]
-        sub_params = RowSampling.build(
-            [
-                (
-                    r.params.subtalker_do_sample,
-                    r.params.subtalker_temperature,
-                    r.params.subtalker_top_k,
-                    r.params.subtalker_top_p,
-                )
-                for r in rows
-            ],
-            self.device,
-        )
-        rest = self.talker.code_predictor.predict(
-            self.hidden[index][:, None],
-            self.talker.embed_codec(code0[:, None]),
-            lambda logits: choose(logits, sub_params, self._uniform(index)),
-        )
-        codes = torch.cat((code0[:, None], rest), dim=1)
-        self.frames[index] += 1
-        made = self.frames[index]
-        # Every row takes its talker step, also one at its budget (that step's code is never used): the work of
-        # a step depends on which rows run, never on values that only the device knows.
-        inputs = self.talker.frame_embedding(codes) + self._text_input(index, made - 1)[:, None]
-        new_hidden = self.talker.model.decode(inputs, self.cache, indices)[:, 0]
-        self._sample_code0(indices, new_hidden)
-        ended = torch.where(made >= self.budget[index], LENGTH, (self.code0[index] == self.cfg.codec_eos_id).long())
+        span = max(self.cache.lengths[i] for i in indices) + 1
+        if self.static:
+            bucket = next(size for size in self.buckets if size > indices[-1])
+            rows: slice | torch.Tensor = slice(0, bucket)
+            span = -(-span // SPAN_STEP) * SPAN_STEP
+            talker, subtalker = self.talker_sampling.select(rows), self.subtalker_sampling.select(rows)
+            positions = indices  # a row's place in the step is its index
+        else:
+            rows = torch.tensor(indices, device=self.device)
+            settings = [self.rows[i].params for i in indices]
+            talker = self.talker_sampling.select(rows, [p.talker_setting for p in settings])
+            subtalker = self.subtalker_sampling.select(rows, [p.subtalker_setting for p in settings])
+            positions = range(len(indices))
+        self.cache.ensure_capacity(span)
+        codes, ended = self._frame(rows, span, talker, subtalker)
+        self.cache.advance(rows, self.running[rows], indices)
+        reasons = ended.tolist()  # the one read from the device
         frames = []
-        for position, (row_index, reason) in enumerate(zip(indices, ended.tolist(), strict=True)):  # the one read
-            finished = FINISH_REASONS[reason]
+        for row_index, position in zip(indices, positions, strict=True):
+            finished = FINISH_REASONS[reasons[position]]
             frames.append(Frame(row=row_index, codes=codes[position], finished=finished))
             if finished:
-                self.rows[row_index] = None
+                self.remove(row_index)
         return frames
 
-    def _uniform(self, index: torch.Tensor) -> torch.Tensor:
-        """The next random number of each of these rows (their draw counters advance on the device)."""
-        uniform = stream_uniform(self.seeds[index], self.draws[index])
-        self.draws[index] += 1
+    def _frame(
+        self, rows: slice | torch.Tensor, span: int, talker: RowSampling, subtalker: RowSampling
+    ) -> tuple[torch.Tensor, torch.Tensor]:
+        """The device work of a step over `rows`: complete each row's frame (codebooks 1..15), take its talker
+        step and sample its next codebook-0 code. Returns the frames' codes (B, G) and each row's end (B,)."""
+        running = self.running[rows]
+        code0 = self.code0[rows]
+        rest = self.talker.code_predictor.predict(
+            self.hidden[rows][:, None],
+            self.talker.embed_codec(code0[:, None]),
+            lambda logits: choose(logits, subtalker, self._uniform(rows, running)),
+        )
+        codes = torch.cat((code0[:, None], rest), dim=1)
+        self.frames[rows] += running
+        made = self.frames[rows]
+        # Every row takes its talker step, also one at its budget (that step's code is never used): the work of
+        # a step depends on which rows run, never on values that only the device knows.
+        inputs = self.talker.frame_embedding(codes) + self._text_input(rows, made - 1)[:, None]
+        hidden = self.talker.model.decode(inputs, self.cache, rows, span)[:, 0]
+        self._sample_code0(rows, hidden, talker)
+        eos = self.code0[rows] == self.cfg.codec_eos_id
+        return codes, torch.where(made >= self.budget[rows], LENGTH, eos.long())
+
+    def _sample_code0(self, rows: slice | torch.Tensor, hidden: torch.Tensor, sampling: RowSampling) -> None:
+        """Choose the next codebook-0 code of the running rows among `rows` from their talker states."""
+        running = self.running[rows]
+        scores = self.talker.codec_head(hidden).float()
+        seen = self.seen[rows]
+        scores = apply_repetition_penalty(scores, seen, self.penalty[rows])
+        no_eos = self.suppress_eos[rows] | (self.sampled[rows] < MIN_FRAMES)
+        eos = self.cfg.codec_eos_id
+        scores[:, eos] = scores[:, eos].masked_fill(no_eos, float("-inf"))  # no boolean indexing: no device read
+        scores = scores.masked_fill(self._suppressed, float("-inf"))
+        codes = choose(scores, sampling, self._uniform(rows, running))
+        self.hidden[rows] = torch.where(running[:, None], hidden, self.hidden[rows])
+        self.code0[rows] = torch.where(running, codes, self.code0[rows])
+        self.seen[rows] = seen.scatter(1, codes[:, None], running[:, None] | seen.gather(1, codes[:, None]))
+        self.sampled[rows] += running
+
+    def _uniform(self, rows: slice | torch.Tensor, running: torch.Tensor) -> torch.Tensor:
+        """The next random number of each of these rows (the running rows' draw counters advance)."""
+        uniform = stream_uniform(self.seeds[rows], self.draws[rows])
+        self.draws[rows] += running
         return uniform
 
-    def _text_input(self, index: torch.Tensor, step: torch.Tensor) -> torch.Tensor:
+    def _text_input(self, rows: slice | torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """The text embedding each row adds at decode step `step` (B,): its trailing text, then its pad."""
-        trailing = self.trailing[index, step.clamp(max=self.trailing.shape[1] - 1)]
-        return torch.where((step < self.trailing_length[index])[:, None], trailing, self.pad[index])
+        index = rows if isinstance(rows, torch.Tensor) else torch.arange(len(self.rows), device=self.device)[rows]
+        trailing = self.trailing[index, step.clamp(0, self.trailing.shape[1] - 1)]
+        return torch.where((step < self.trailing_length[rows])[:, None], trailing, self.pad[rows])

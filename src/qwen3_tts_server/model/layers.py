@@ -82,7 +82,9 @@ class KVCache:
 
     Storage per layer is (rows, kv_heads, capacity, head_dim); it grows by doubling, so no length limit
     is baked in. Rows are written independently: a prefill fills one row, a decode step appends one
-    token to each row of a set at that row's own position.
+    token to each row of a set at that row's own position. Each row's length is kept twice: on the device
+    (`length`, what a step reads, so that a step needs no positions from the host) and on the host
+    (`lengths`, what sizes a step's attention span without a read from the device).
     """
 
     def __init__(
@@ -98,7 +100,8 @@ class KVCache:
         shape = (layers, rows, kv_heads, capacity, head_dim)
         self.k = torch.zeros(shape, dtype=dtype, device=device)
         self.v = torch.zeros(shape, dtype=dtype, device=device)
-        self.lengths = [0] * rows  # kept on the host: positions never need a read from the device
+        self.length = torch.zeros(rows, dtype=torch.long, device=device)
+        self.lengths = [0] * rows
 
     @property
     def capacity(self) -> int:
@@ -113,6 +116,12 @@ class KVCache:
         pad = new_capacity - self.capacity
         self.k = F.pad(self.k, (0, 0, 0, pad))
         self.v = F.pad(self.v, (0, 0, 0, pad))
+
+    def advance(self, rows: slice | torch.Tensor, running: torch.Tensor, host_rows: list[int]) -> None:
+        """After a decode step over `rows`: the running ones (mask (B,)), also listed in `host_rows`, grew by one."""
+        self.length[rows] += running
+        for row in host_rows:
+            self.lengths[row] += 1
 
 
 class Attention(nn.Module):
@@ -235,42 +244,42 @@ class DecoderStack(nn.Module):
     def new_cache(self, rows: int, capacity: int, dtype: torch.dtype, device: torch.device) -> KVCache:
         return KVCache(len(self.layers), rows, self.cfg.num_key_value_heads, self.cfg.head_dim, capacity, dtype, device)
 
-    def prefill(self, x: torch.Tensor, cache: KVCache, rows: list[int] | slice) -> torch.Tensor:
+    def prefill(self, x: torch.Tensor, cache: KVCache, rows: slice) -> torch.Tensor:
         """Run whole prompts x (B, T, hidden) of equal length causally from position 0, storing their
-        keys/values in cache rows `rows` (B indices, or a slice)."""
+        keys/values in the B cache rows `rows`."""
         t = x.shape[1]
-        index = torch.tensor(rows, device=x.device) if isinstance(rows, list) else rows
         cache.ensure_capacity(t)
         cos, sin = self.rotary.span(0, t, x.dtype)
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
-            cache.k[i, index, :, :t] = k
-            cache.v[i, index, :, :t] = v
+            cache.k[i, rows, :, :t] = k
+            cache.v[i, rows, :, :t] = v
             x = x + layer.self_attn.attend(q, k, v, mask)
             x = layer.mlp_block(x)
-        for row in rows if isinstance(rows, list) else range(len(cache.lengths))[rows]:
+        cache.length[rows] = t
+        for row in range(len(cache.lengths))[rows]:
             cache.lengths[row] = t
         return self.norm(x)
 
-    def decode(self, x: torch.Tensor, cache: KVCache, rows: list[int]) -> torch.Tensor:
-        """Append one token per row: x (B, 1, hidden) for cache rows `rows`, each at its own position."""
-        span = max(cache.lengths[row] for row in rows) + 1
-        cache.ensure_capacity(span)
-        positions = torch.tensor([cache.lengths[row] for row in rows], device=x.device)
+    def decode(self, x: torch.Tensor, cache: KVCache, rows: slice | torch.Tensor, span: int) -> torch.Tensor:
+        """One token per row, x (B, 1, hidden), for cache rows `rows` (indices, or a slice: a static step over
+        a bucket of rows), each at its own position `cache.length`, attending over the first `span` cache
+        positions (span must exceed every running row's length). Rows that are not running may be among them:
+        their positions are clamped into the span and what they compute is ignored. The caller advances the
+        lengths of the running rows (`KVCache.advance`)."""
+        positions = cache.length[rows].clamp(max=span - 1)
+        index = rows if isinstance(rows, torch.Tensor) else torch.arange(cache.k.shape[1], device=x.device)[rows]
         cos, sin = self.rotary.at(positions[:, None], span, x.dtype)
-        rows_index = torch.tensor(rows, device=x.device)
         mask = (torch.arange(span, device=x.device)[None] <= positions[:, None])[:, None, None, :]
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
-            cache.k[i, rows_index, :, positions] = k[:, :, 0]
-            cache.v[i, rows_index, :, positions] = v[:, :, 0]
-            keys = cache.k[i, rows_index, :, :span]
-            values = cache.v[i, rows_index, :, :span]
+            cache.k[i, index, :, positions] = k[:, :, 0]
+            cache.v[i, index, :, positions] = v[:, :, 0]
+            keys = cache.k[i, rows, :, :span]
+            values = cache.v[i, rows, :, :span]
             x = x + layer.self_attn.attend(q, keys, values, mask)
             x = layer.mlp_block(x)
-        for row in rows:
-            cache.lengths[row] += 1
         return self.norm(x)
 
     def decode_aligned(self, x: torch.Tensor, cache: KVCache, position: int) -> torch.Tensor:

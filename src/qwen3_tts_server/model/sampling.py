@@ -16,6 +16,7 @@ from .config import GenerationDefaults
 
 # The settings a request (CLI flags, API body) may override, by the same names on both.
 REQUEST_OVERRIDES = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
+Setting = tuple[bool, float, int, float]  # do_sample, temperature, top_k, top_p
 
 
 @dataclass(frozen=True)
@@ -51,6 +52,14 @@ class SamplingParams:
         params.validate()
         return params
 
+    @property
+    def talker_setting(self) -> Setting:
+        return self.do_sample, self.temperature, self.top_k, self.top_p
+
+    @property
+    def subtalker_setting(self) -> Setting:
+        return self.subtalker_do_sample, self.subtalker_temperature, self.subtalker_top_k, self.subtalker_top_p
+
     def greedy(self) -> SamplingParams:
         """Argmax for the talker and the sub-talker (the repetition penalty still applies)."""
         return replace(self, do_sample=False, subtalker_do_sample=False)
@@ -73,26 +82,49 @@ class SamplingParams:
 
 @dataclass
 class RowSampling:
-    """Settings of a batch of rows as device tensors, built once per batch composition."""
+    """Settings of rows as device tensors. A generator keeps one slot per row (`slots`, `write`) and each step
+    selects its rows. Two host hints let a batch skip work: `any_sampled` False (every row greedy) skips the
+    warping, `largest_top_k` bounds top-k's partial sort. A static step carries no host values: it keeps the
+    defaults, which compute everything and choose the same codes."""
 
     do_sample: torch.Tensor  # (B,) bool: draw, or take the argmax
-    any_sampled: bool  # host copy of do_sample.any(): an all-greedy batch skips the warping
     temperature: torch.Tensor  # (B, 1)
     top_k: torch.Tensor  # (B,) long, 0 = off
     top_p: torch.Tensor  # (B, 1)
-    largest_top_k: int  # host copy of max(top_k), 0 when some row keeps every token
+    any_sampled: bool = True
+    largest_top_k: int = 0  # 0: as many as the vocabulary
 
     @classmethod
-    def build(cls, rows: list[tuple[bool, float, int, float]], device: torch.device) -> RowSampling:
-        do_sample, temperature, top_k, top_p = zip(*rows, strict=True)
+    def build(cls, rows: list[Setting], device: torch.device) -> RowSampling:
+        slots = cls.slots(len(rows), device)
+        for slot, setting in enumerate(rows):
+            slots.write(slot, setting)
+        return slots.select(slice(None), rows)
+
+    @classmethod
+    def slots(cls, count: int, device: torch.device) -> RowSampling:
         return cls(
-            do_sample=torch.tensor(do_sample, dtype=torch.bool, device=device),
-            any_sampled=any(do_sample),
-            temperature=torch.tensor(temperature, dtype=torch.float32, device=device)[:, None],
-            top_k=torch.tensor(top_k, dtype=torch.long, device=device),
-            top_p=torch.tensor(top_p, dtype=torch.float32, device=device)[:, None],
-            largest_top_k=0 if min(top_k) <= 0 else max(top_k),
+            do_sample=torch.zeros(count, dtype=torch.bool, device=device),
+            temperature=torch.ones(count, 1, dtype=torch.float32, device=device),
+            top_k=torch.zeros(count, dtype=torch.long, device=device),
+            top_p=torch.ones(count, 1, dtype=torch.float32, device=device),
         )
+
+    def write(self, slot: int, setting: Setting) -> None:
+        do_sample, temperature, top_k, top_p = setting
+        self.do_sample[slot] = do_sample
+        self.temperature[slot] = temperature
+        self.top_k[slot] = top_k
+        self.top_p[slot] = top_p
+
+    def select(self, rows: slice | torch.Tensor, settings: list[Setting] | None = None) -> RowSampling:
+        """The settings of `rows`; with the rows' `settings` known on the host, the hints are set from them."""
+        selected = RowSampling(self.do_sample[rows], self.temperature[rows], self.top_k[rows], self.top_p[rows])
+        if settings is not None:
+            selected.any_sampled = any(setting[0] for setting in settings)
+            top_ks = [setting[2] for setting in settings]
+            selected.largest_top_k = 0 if min(top_ks) <= 0 else max(top_ks)
+        return selected
 
 
 # Random numbers without generator objects: each row's draws are a pure function of its seed and its draw
