@@ -11,6 +11,7 @@ import torch
 
 from qwen3_tts_server.model.generation import SPAN_STEP, FrameGenerator, batch_buckets
 from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.step_graphs import no_row_running
 
 ENGLISH = VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian")
 CHINESE = VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
@@ -95,3 +96,57 @@ def test_static_step_shapes_depend_on_bucket_and_span_only(models):
     assert torch.equal(generator.draws - before[0], running * 16)  # 15 sub-talker draws and one talker draw
     assert torch.equal(generator.cache.length - before[2], running)
     assert generator.cache.lengths == generator.cache.length.tolist()
+
+
+def _frames_of(generator: FrameGenerator, before_step=lambda: None) -> dict[int, list]:
+    frames: dict[int, list] = {}
+    while generator.active:
+        before_step()
+        for frame in generator.step():
+            frames.setdefault(frame.row, []).append(frame.codes.cpu().numpy())
+    return frames
+
+
+def _three_rows(model, **options) -> FrameGenerator:
+    generator = FrameGenerator(model.talker, rows=4, static=True, **options)
+    generator.add(model.prompts.build(ENGLISH), model.sampling(seed=2), 40, suppress_eos=True)
+    generator.add(model.prompts.build(CHINESE), model.sampling().greedy(), 25)
+    generator.add(model.prompts.build(SHORT), model.sampling(seed=9, top_p=0.5), 30)
+    return generator
+
+
+def test_a_step_with_no_row_running_changes_nothing_the_rows_depend_on(models):
+    """What makes capturing a graph mid-service safe: its warm-up pass runs the bucket with every row marked
+    not running, and the rows' frames come out exactly as without such passes."""
+    model = models["custom_voice"]
+    plain = _frames_of(_three_rows(model))
+    meddled = _three_rows(model)
+
+    def warm_up_pass():
+        active = meddled.active
+        bucket = next(size for size in meddled.buckets if size > active[-1])
+        span = -(-(max(meddled.cache.lengths[i] for i in active) + 1) // SPAN_STEP) * SPAN_STEP
+        state = (meddled.running, meddled.hidden, meddled.code0, meddled.seen, meddled.draws, meddled.frames)
+        saved = [t.clone() for t in state]
+        with no_row_running(meddled.running):
+            meddled.static_frame(bucket, span)
+        for before, after in zip(saved, state, strict=True):
+            assert torch.equal(before, after)
+
+    assert plain.keys() == {0, 1, 2}
+    for row, frames in _frames_of(meddled, warm_up_pass).items():
+        np.testing.assert_array_equal(np.stack(frames), np.stack(plain[row]))
+
+
+def test_graph_capture_failure_falls_back_to_the_static_step(models, caplog):
+    """Graphs asked for where they cannot be captured (here: no CUDA) warn once and step without them."""
+    model = models["custom_voice"]
+    plain = _frames_of(_three_rows(model))
+    generator = _three_rows(model, graphs=True)
+    with caplog.at_level("WARNING"):
+        graphed = _frames_of(generator)
+    assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
+    assert "CUDA graph capture failed" in caplog.records[0].message
+    assert generator.graphs is not None and not generator.graphs.enabled and len(generator.graphs) == 0
+    for row, frames in graphed.items():
+        np.testing.assert_array_equal(np.stack(frames), np.stack(plain[row]))

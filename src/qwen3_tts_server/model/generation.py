@@ -17,6 +17,7 @@ import torch
 from .config import TalkerConfig
 from .prompt import TalkerPrompt
 from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose, stream_uniform
+from .step_graphs import StepGraphs, StepOutputs, no_row_running
 from .talker import Talker
 
 MIN_FRAMES = 2
@@ -55,16 +56,24 @@ class FrameGenerator:
     over the longest of their spans; the static step runs a fixed bucket of rows, the first `bucket` rows with
     every running row among them (new rows take the lowest free row), over a span rounded up to
     `SPAN_STEP`, and masks what the rows that are not running compute. Its shapes depend on (bucket, span)
-    alone and it reads nothing from the host, which is what a CUDA graph needs; `static` defaults to it on
-    CUDA, where launches, not arithmetic, set the speed.
+    alone and it reads nothing from the host, which is what a CUDA graph needs (`graphs`, `StepGraphs`).
+    Both default to on with CUDA, where launches, not arithmetic, set the speed.
     """
 
-    def __init__(self, talker: Talker, rows: int, initial_capacity: int = 256, static: bool | None = None):
+    def __init__(
+        self,
+        talker: Talker,
+        rows: int,
+        initial_capacity: int = 256,
+        static: bool | None = None,
+        graphs: bool | None = None,
+    ):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
         weight = talker.codec_head.weight
         self.device, self.dtype = weight.device, weight.dtype
-        self.static = self.device.type == "cuda" if static is None else static
+        on_cuda = self.device.type == "cuda"
+        self.static = on_cuda if static is None else static
         self.buckets = batch_buckets(rows)
         self.cache = talker.new_cache(rows, initial_capacity, self.dtype, self.device)
         self.rows: list[_Row | None] = [None] * rows
@@ -93,6 +102,8 @@ class FrameGenerator:
         suppressed[vocab - 1024 :] = True
         suppressed[self.cfg.codec_eos_id] = False
         self._suppressed = suppressed
+        graphed = self.static and (on_cuda if graphs is None else graphs)
+        self.graphs = StepGraphs(self._layout, lambda: no_row_running(self.running)) if graphed else None
 
     @property
     def active(self) -> list[int]:
@@ -155,17 +166,16 @@ class FrameGenerator:
         if self.static:
             bucket = next(size for size in self.buckets if size > indices[-1])
             rows: slice | torch.Tensor = slice(0, bucket)
-            span = -(-span // SPAN_STEP) * SPAN_STEP
-            talker, subtalker = self.talker_sampling.select(rows), self.subtalker_sampling.select(rows)
+            codes, ended = self.static_frame(bucket, -(-span // SPAN_STEP) * SPAN_STEP)
             positions = indices  # a row's place in the step is its index
         else:
             rows = torch.tensor(indices, device=self.device)
             settings = [self.rows[i].params for i in indices]
             talker = self.talker_sampling.select(rows, [p.talker_setting for p in settings])
             subtalker = self.subtalker_sampling.select(rows, [p.subtalker_setting for p in settings])
+            self._reserve(span)
+            codes, ended = self._frame(rows, span, talker, subtalker)
             positions = range(len(indices))
-        self.cache.ensure_capacity(span)
-        codes, ended = self._frame(rows, span, talker, subtalker)
         self.cache.advance(rows, self.running[rows], indices)
         reasons = ended.tolist()  # the one read from the device
         frames = []
@@ -176,9 +186,48 @@ class FrameGenerator:
                 self.remove(row_index)
         return frames
 
-    def _frame(
-        self, rows: slice | torch.Tensor, span: int, talker: RowSampling, subtalker: RowSampling
-    ) -> tuple[torch.Tensor, torch.Tensor]:
+    @torch.inference_mode()
+    def static_frame(self, bucket: int, span: int) -> StepOutputs:
+        """The device work of a static step over the first `bucket` rows and `span` cache positions, from its
+        graph when graphs are on. Every running row must be among those rows, with a length below `span`."""
+        self._reserve(span)
+        rows = slice(0, bucket)
+        talker, subtalker = self.talker_sampling.select(rows), self.subtalker_sampling.select(rows)
+        if self.graphs is None:
+            return self._frame(rows, span, talker, subtalker)
+        return self.graphs.run((bucket, span), lambda: self._frame(rows, span, talker, subtalker))
+
+    @torch.inference_mode()
+    def capture(self, spans: tuple[int, ...] = (SPAN_STEP, 2 * SPAN_STEP)) -> int:
+        """Capture the step of every row bucket at these attention spans before any row runs (a warm-up:
+        later spans are captured on first use). Returns how many graphs are held."""
+        if self.graphs is None:
+            return 0
+        if self.active:
+            raise RuntimeError("capture before rows run: a warm-up pass at a short span would overwrite their keys")
+        for span in spans:
+            for bucket in self.buckets:
+                self.static_frame(bucket, span)
+        return len(self.graphs)
+
+    def _reserve(self, span: int) -> None:
+        """Room for a step over `span` cache positions; the rotary table grows with the cache, not with the span,
+        so that the buffers a captured step reads move only when the cache does."""
+        self.cache.ensure_capacity(span)
+        self.talker.model.rotary.table(self.cache.capacity, self.dtype)
+
+    def _layout(self) -> tuple[int, ...]:
+        """The addresses of the buffers a step reads that can move (grown by doubling)."""
+        cache, model = self.cache, self.talker.model
+        return (
+            cache.k.data_ptr(),
+            cache.v.data_ptr(),
+            self.trailing.data_ptr(),
+            *model.rotary.addresses(),
+            *self.talker.code_predictor.model.rotary.addresses(),
+        )
+
+    def _frame(self, rows: slice | torch.Tensor, span: int, talker: RowSampling, subtalker: RowSampling) -> StepOutputs:
         """The device work of a step over `rows`: complete each row's frame (codebooks 1..15), take its talker
         step and sample its next codebook-0 code. Returns the frames' codes (B, G) and each row's end (B,)."""
         running = self.running[rows]

@@ -57,6 +57,10 @@ class Rotary(nn.Module):
             cached = self._tables[dtype] = (torch.cat((cos, cos), dim=-1), torch.cat((-sin, sin), dim=-1))
         return cached
 
+    def addresses(self) -> tuple[int, ...]:
+        """Where the tables are (they move when they grow)."""
+        return tuple(table.data_ptr() for pair in self._tables.values() for table in pair)
+
     def forward(self, positions: torch.Tensor, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
         """positions: (B, T) int -> cos, sin: (B, 1, T, head_dim)."""
         return self.at(positions, int(positions.max()) + 1, dtype)
