@@ -3,19 +3,13 @@ eager step, whatever rows join, leave or sit idle inside a bucket."""
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 import torch
 
 from qwen3_tts_server.model.generation import SPAN_STEP, FrameGenerator, batch_buckets
-from qwen3_tts_server.model.prompt import VoiceRequest
 from qwen3_tts_server.model.step_graphs import no_row_running
-
-ENGLISH = VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian")
-CHINESE = VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
-SHORT = VoiceRequest("Yes.", "English", "Ryan")
+from step_schedule import CHINESE, ENGLISH, SHORT, assert_same_frames, run_schedule
 
 
 def test_batch_buckets_are_powers_of_two_then_the_row_count():
@@ -25,59 +19,18 @@ def test_batch_buckets_are_powers_of_two_then_the_row_count():
     assert batch_buckets(64) == (1, 2, 4, 8, 16, 32, 64)
 
 
-def _run_schedule(model, static: bool) -> tuple[dict[str, list], dict[str, str], list[tuple[int, int]]]:
-    """Rows join at different steps, one is cancelled (leaving a hole below running rows), greedy and
-    seeded sampled rows mix, one row runs past SPAN_STEP cache positions. Returns each request's frames, its
-    end, and the (static bucket, rows running, cache capacity) seen at each step."""
-    greedy = model.sampling().greedy()
-    generator = FrameGenerator(model.talker, rows=6, initial_capacity=64, static=static)
-    names: dict[int, str] = {}
-    frames: dict[str, list] = {}
-    ends: dict[str, str] = {}
-    shapes = []
-
-    def add(name, request, params, budget, suppress_eos=False):
-        if model.model_type == "voice_design":
-            request = replace(request, speaker=None, instruct=f"A voice for {name}.")
-        row = generator.add(model.prompts.build(request), params, budget, suppress_eos)
-        names[row] = name
-        frames[name] = []
-
-    add("long", ENGLISH, greedy, 150, suppress_eos=True)
-    add("cancelled", CHINESE, model.sampling(seed=3), 40)
-    add("sampled", CHINESE, model.sampling(seed=5, temperature=1.2), 60)
-    step = 0
-    while generator.active:
-        if step == 3:
-            generator.remove(1)
-            del names[1]
-        if step == 5:
-            add("joins_hole", SHORT, greedy, 30)  # takes the cancelled row's place
-            add("joins_end", ENGLISH, model.sampling(seed=11, top_k=5), 45)
-            add("sixth", CHINESE, greedy, 20)
-        bucket = next(size for size in generator.buckets if size > max(generator.active))
-        shapes.append((bucket, len(generator.active), generator.cache.capacity))
-        for frame in generator.step():
-            frames[names[frame.row]].append(frame.codes.cpu().numpy())
-            if frame.finished:
-                ends[names[frame.row]] = frame.finished
-        step += 1
-    return frames, ends, shapes
-
-
 @pytest.mark.parametrize("kind", ["custom_voice", "voice_design"])
 def test_static_step_makes_the_eager_frames_for_mixed_batches(models, kind):
     model = models[kind]
-    eager_frames, eager_ends, shapes = _run_schedule(model, static=False)
-    static_frames, static_ends, _ = _run_schedule(model, static=True)
-    assert static_ends == eager_ends
-    assert eager_ends["long"] == "length" and len(eager_frames["long"]) == 150
-    assert shapes[-1][2] >= 150 + SPAN_STEP // 2, "the long row grew the cache past its first capacity"
-    assert {bucket for bucket, _, _ in shapes} >= {1, 4, 6}
-    assert any(running < bucket for bucket, running, _ in shapes), "some bucket held rows that were not running"
-    for name, frames in eager_frames.items():
-        np.testing.assert_array_equal(np.stack(static_frames[name]), np.stack(frames), err_msg=name)
-    assert "cancelled" not in eager_ends and len(eager_frames["cancelled"]) == 3
+    eager = run_schedule(model, static=False)
+    static = run_schedule(model, static=True)
+    assert static.ends == eager.ends
+    assert eager.ends["long"] == "length" and len(eager.frames["long"]) == 150
+    assert eager.shapes[-1][2] >= 150 + SPAN_STEP // 2, "the long row grew the cache past its first capacity"
+    assert {bucket for bucket, _, _ in eager.shapes} >= {1, 4, 6}
+    assert any(running < bucket for bucket, running, _ in eager.shapes), "some bucket held rows that were not running"
+    assert_same_frames(static, eager)
+    assert "cancelled" not in eager.ends and len(eager.frames["cancelled"]) == 3
 
 
 def test_static_step_shapes_depend_on_bucket_and_span_only(models):

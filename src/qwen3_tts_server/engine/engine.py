@@ -132,9 +132,10 @@ class Engine:
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def start(self, preload: bool = False) -> Engine:
-        """Start the engine thread; `preload` loads and warms up the model first (else on first use)."""
+        """Start the engine thread; `preload` loads and warms up the model and captures the frame step's graphs
+        first (else on first use)."""
         if preload:
-            self.models.get()
+            self._ensure_generator(self.models.get())
         with self._cv:
             self._stopping = False  # an engine stopped with its app starts again with it
         if self._thread is None:
@@ -256,8 +257,7 @@ class Engine:
         except TTSError as exc:  # a checkpoint that cannot load fails the requests waiting for it
             self._fail_everything(exc)
             return
-        if self.generator is None:
-            self.generator = FrameGenerator(model.talker, self.max_batch_size)
+        self._ensure_generator(model)
         for _ in range(min(self.max_prefills_per_step, len(self.generator.free_rows()))):
             handle = self._next_waiting()
             if handle is None:
@@ -273,6 +273,15 @@ class Engine:
             handle.row, handle.admitted = row, time.monotonic()
             handle.codec = model.codec_state(job.request.voice)
             self._active[row] = handle
+
+    def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
+        if self.generator is None:
+            started = time.perf_counter()
+            self.generator = FrameGenerator(model.talker, self.max_batch_size)
+            graphs = self.generator.capture()
+            if graphs:
+                log.info("captured %d CUDA graphs of the frame step in %.2f s", graphs, time.perf_counter() - started)
+        return self.generator
 
     def _step(self) -> None:
         try:

@@ -114,6 +114,9 @@ class Qwen3TTSModel:
         cls, name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
     ) -> Qwen3TTSModel:
         device = parse_device(device)
+        if device.type == "cuda":  # float32 matrix products on tensor cores (TF32); bfloat16 is unaffected
+            torch.backends.cuda.matmul.allow_tf32 = True
+            torch.backends.cudnn.allow_tf32 = True
         directory = resolve_checkpoint(name_or_path)
         dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
         config = TTSConfig.parse(read_json(directory / "config.json"))

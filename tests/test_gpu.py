@@ -1,0 +1,64 @@
+"""The GPU fast path on a CUDA device: graph replay makes the eager frames, graphs are recaptured when the
+cache grows, and streamed audio equals the offline decode. Skipped where there is no CUDA device."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import torch
+
+from qwen3_tts_server.engine.engine import Engine
+from qwen3_tts_server.engine.jobs import SpeechJob
+from qwen3_tts_server.model.generation import FrameGenerator
+from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from step_schedule import ENGLISH, assert_same_frames, run_schedule
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(scope="module")
+def gpu_model(checkpoint_dirs) -> Qwen3TTSModel:
+    return Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], device="cuda", dtype="float32")
+
+
+def test_graph_replay_makes_the_eager_frames(gpu_model):
+    eager = run_schedule(gpu_model, static=False)
+    static = run_schedule(gpu_model, static=True, graphs=False)
+    graphed = run_schedule(gpu_model, static=True, graphs=True)
+    graphs = graphed.generator.graphs
+    assert graphs.enabled, "capture fell back to the eager step"
+    assert graphs.captures > len(graphs) > 0, "the cache grew past its first capacity: graphs were captured again"
+    assert static.ends == eager.ends == graphed.ends
+    assert_same_frames(static, eager)
+    assert_same_frames(graphed, eager)
+
+
+def test_warm_up_captures_every_bucket_and_serving_replays_them(gpu_model):
+    generator = FrameGenerator(gpu_model.talker, rows=8)
+    assert generator.static and generator.graphs is not None
+    held = generator.capture()
+    assert held == 2 * len(generator.buckets) == generator.graphs.captures
+    generator.add(gpu_model.prompts.build(ENGLISH), gpu_model.sampling(seed=1), 20, suppress_eos=True)
+    frames = [f.codes for _ in range(20) for f in generator.step()]
+    assert len(frames) == 20 and generator.graphs.captures == held, "a bucket-1 step at span 128 replays"
+    alone = gpu_model.generate([ENGLISH], gpu_model.sampling(seed=1), max_frames=20, suppress_eos=True)[0].codes
+    np.testing.assert_array_equal(torch.stack(frames).cpu().numpy(), alone)
+
+
+def test_streamed_audio_equals_the_offline_decode(gpu_model):
+    engine = Engine(gpu_model, max_batch_size=4).start(preload=True)
+
+    async def stream():
+        job = SpeechJob(ENGLISH, gpu_model.sampling(seed=3), max_frames=60, chunk_schedule=(1, 2, 4, 8))
+        return [chunk async for chunk in engine.submit(job)]
+
+    try:
+        chunks = asyncio.run(stream())
+    finally:
+        engine.stop()
+    assert engine.generator.graphs.enabled
+    codes = np.concatenate([c.codes for c in chunks])
+    audio = np.concatenate([c.audio for c in chunks])
+    assert np.abs(audio - gpu_model.decode(codes)).max() <= 1e-4
