@@ -212,6 +212,31 @@ def test_bench_reports_every_level_and_plots(tmp_path):
     assert png.startswith(b"\x89PNG") and len(png) > 10_000
 
 
+def test_bench_refuses_a_bad_peer_before_it_runs(tmp_path):
+    for spec, message in [
+        ("nobody=/usr/bin/python3", "NAME one of official, faster"),
+        ("official", "give NAME=PATH"),
+        ("faster=/no/such/site", "no such interpreter or folder"),
+    ]:
+        result = run("bench", "--size", "tiny", "--frames", "2", "--peer", spec, "--out", str(tmp_path / "b.json"))
+        assert result.returncode == 2 and message in result.stderr, (spec, result.stderr)
+        assert not (tmp_path / "b.json").exists()
+
+
+def test_peer_ratios_follow_one_request_at_a_time():
+    """A peer that serves one request at a time: at N streams its aggregate is its one-stream speed and the
+    k-th request waits for k whole requests before its first audio."""
+    from qwen3_tts_server.engine.bench import LevelResult, peer_ratios
+    from qwen3_tts_server.engine.peers import PeerResult
+
+    peer = PeerResult("faster", "0.5.4", frames=50, runs=3, ttfa_p50_ms=200.0, rtf_p50=2.0, gpu_memory_gib=None)
+    levels = [LevelResult(n, 50, 20.0, 30.0, 10.0, 10.0 * n, 1.0, 0.0) for n in (1, 4)]
+    one, four = peer_ratios(levels, peer)
+    assert one == {"concurrency": 1, "aggregate_x": 5.0, "peer_ttfa_p50_ms": 200.0, "ttfa_p50_x": 10.0}
+    # 2 s per request (4 s of audio at 2x): first audio at 0.2, 2.2, 4.2 and 6.2 s; nearest-rank median 4.2 s
+    assert four == {"concurrency": 4, "aggregate_x": 20.0, "peer_ttfa_p50_ms": 4200.0, "ttfa_p50_x": 210.0}
+
+
 def test_serve_streams_over_loopback(checkpoint_dirs):
     import time
 

@@ -207,6 +207,15 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
     p.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON results (default bench.json)")
     p.add_argument("--plot", type=Path, help="PNG plot (default: beside --out)")
+    p.add_argument(
+        "--peer",
+        action="append",
+        default=[],
+        metavar="NAME=PATH",
+        help="also time a peer (official or faster) on the same checkpoint and frames, one request at a time; "
+        "PATH: a Python interpreter that has the peer's packages, or a folder of them (pip install --target)",
+    )
+    p.add_argument("--peer-runs", type=int, default=3, help="timed requests per peer (default 3)")
     p.set_defaults(func=_bench)
 
 
@@ -217,20 +226,41 @@ def _bench(args: argparse.Namespace) -> int:
     import torch
 
     from .engine.bench import run_bench, write_results
+    from .engine.peers import PEERS, measure_peer
     from .model.tts_model import Qwen3TTSModel
     from .testing.test_checkpoint import make_test_model
 
-    if min(args.concurrency) < 1 or args.frames < 1:
-        raise InvalidInputError("--concurrency values and --frames must be >= 1")
+    if min(args.concurrency) < 1 or args.frames < 1 or args.peer_runs < 1:
+        raise InvalidInputError("--concurrency values, --frames and --peer-runs must be >= 1")
+    peers = [spec.partition("=")[::2] for spec in args.peer]
+    for name, path in peers:
+        if name not in PEERS or not path:
+            raise InvalidInputError(f"--peer {name}={path}: give NAME=PATH with NAME one of {', '.join(PEERS)}")
+        if not Path(path).exists():
+            raise InvalidInputError(f"--peer {name}={path}: no such interpreter or folder")
+    if peers and args.model_type != "custom_voice":
+        raise InvalidInputError("--peer times CustomVoice requests: use a CustomVoice checkpoint (--type custom_voice)")
     with tempfile.TemporaryDirectory() as tmp:
         source = args.model or make_test_model(Path(tmp) / "model", args.size, args.model_type, seed=0)
         model = Qwen3TTSModel.load(source, device=args.device, dtype=args.dtype)
-    name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
-    print(f"benchmarking {name}: {args.frames} frames per stream at {args.concurrency}", file=sys.stderr)
-    results = run_bench(model, args.concurrency, args.frames)
-    for row in results:
-        print(json.dumps(row.__dict__), flush=True)
+        name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
+        print(f"benchmarking {name}: {args.frames} frames per stream at {args.concurrency}", file=sys.stderr)
+        results = run_bench(model, args.concurrency, args.frames)
+        for row in results:
+            print(json.dumps(row.__dict__), flush=True)
+        peer_results = []
+        for peer, path in peers:
+            print(f"timing {peer} ({path}): {args.peer_runs} requests of {args.frames} frames", file=sys.stderr)
+            speaker = model.speakers[0] if model.speakers else ""
+            measured = measure_peer(
+                peer, path, model.directory, speaker, args.frames, args.peer_runs, args.device, args.dtype
+            )
+            print(json.dumps(measured.__dict__), flush=True)
+            peer_results.append(measured)
     meta = {"model": name, "device": args.device, "dtype": args.dtype, "threads": torch.get_num_threads()}
+    if args.device.startswith("cuda"):
+        meta["gpu"] = torch.cuda.get_device_name(args.device)
+        meta["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(args.device) / 2**30, 2)
     try:
         import matplotlib  # noqa: F401
     except ImportError:
@@ -238,7 +268,7 @@ def _bench(args: argparse.Namespace) -> int:
         print("no plot: matplotlib is missing (pip install 'qwen3-tts-server[bench]')", file=sys.stderr)
     else:
         plot = args.plot or args.out.with_suffix(".png")
-    write_results(results, meta, args.out, plot)
+    write_results(results, meta, args.out, plot, peer_results)
     print(f"wrote {args.out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
     return 0
 

@@ -20,10 +20,10 @@ import torch
 from ..model.prompt import VoiceRequest
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
+from .bench_workload import BENCH_TEXT, SECONDS_PER_FRAME, percentile
 from .engine import Engine
 from .jobs import SpeechJob
-
-BENCH_TEXT = "The benchmark sentence is long enough to give the talker a realistic prompt to work from."
+from .peers import PeerResult
 
 
 @dataclass
@@ -54,11 +54,6 @@ def bench_request(model: Qwen3TTSModel) -> VoiceRequest:
     return VoiceRequest(BENCH_TEXT, "English", voice=voice)
 
 
-def _percentile(values: list[float], share: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(share * (len(ordered) - 1)))]
-
-
 async def _run_level(engine: Engine, model: Qwen3TTSModel, concurrency: int, frames: int) -> LevelResult:
     request = bench_request(model)
 
@@ -82,7 +77,7 @@ async def _run_level(engine: Engine, model: Qwen3TTSModel, concurrency: int, fra
         concurrency=concurrency,
         frames_per_stream=frames,
         ttfa_p50_ms=round(1000 * statistics.median(ttfa), 1),
-        ttfa_p95_ms=round(1000 * _percentile(ttfa, 0.95), 1),
+        ttfa_p95_ms=round(1000 * percentile(ttfa, 0.95), 1),
         stream_rtf_p50=round(statistics.median(seconds_per_stream / total for _, total, _ in results), 3),
         aggregate_rtf=round(concurrency * seconds_per_stream / wall, 3),
         wall_seconds=round(wall, 2),
@@ -105,9 +100,37 @@ def run_bench(
         engine.stop()
 
 
-def write_results(results: list[LevelResult], meta: dict, json_path: Path, plot_path: Path | None) -> None:
+def peer_ratios(results: list[LevelResult], peer: PeerResult) -> list[dict]:
+    """Ours against a peer at each level. A peer serves one request at a time: at N streams its aggregate is its
+    one-stream speed, and the k-th request hears audio after k whole requests and its own first audio."""
+    request_seconds = peer.frames * SECONDS_PER_FRAME / peer.rtf_p50
+    ratios = []
+    for level in results:
+        waits = [1000 * k * request_seconds + peer.ttfa_p50_ms for k in range(level.concurrency)]
+        ratios.append(
+            {
+                "concurrency": level.concurrency,
+                "aggregate_x": round(level.aggregate_rtf / peer.rtf_p50, 2),
+                "peer_ttfa_p50_ms": round(percentile(waits, 0.5), 1),
+                "ttfa_p50_x": round(percentile(waits, 0.5) / level.ttfa_p50_ms, 2),
+            }
+        )
+    return ratios
+
+
+def write_results(
+    results: list[LevelResult],
+    meta: dict,
+    json_path: Path,
+    plot_path: Path | None,
+    peers: list[PeerResult] = (),
+) -> None:
+    report = {"meta": meta, "results": [asdict(r) for r in results]}
+    if peers:
+        report["peers"] = [asdict(peer) for peer in peers]
+        report["ratios"] = {peer.peer: peer_ratios(results, peer) for peer in peers}
     json_path.parent.mkdir(parents=True, exist_ok=True)
-    json_path.write_text(json.dumps({"meta": meta, "results": [asdict(r) for r in results]}, indent=1) + "\n")
+    json_path.write_text(json.dumps(report, indent=1) + "\n")
     if plot_path is None:
         return
     import matplotlib
@@ -119,12 +142,19 @@ def write_results(results: list[LevelResult], meta: dict, json_path: Path, plot_
     figure, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.plot(levels, [r.ttfa_p50_ms for r in results], "o-", label="p50")
     left.plot(levels, [r.ttfa_p95_ms for r in results], "s--", label="p95")
+    for peer in peers:
+        waits = [r["peer_ttfa_p50_ms"] for r in report["ratios"][peer.peer]]
+        left.plot(levels, waits, ":", label=f"{peer.peer} {peer.version} p50 (one at a time)")
     left.set(xscale="log", xlabel="concurrent streams", ylabel="time to first audio (ms)", title="TTFA")
+    if peers:
+        left.set_yscale("log")
     left.set_xticks(levels, [str(x) for x in levels])
     left.minorticks_off()
     left.legend()
     right.plot(levels, [r.aggregate_rtf for r in results], "o-", label="aggregate")
     right.plot(levels, [r.stream_rtf_p50 for r in results], "s--", label="per stream (p50)")
+    for peer in peers:
+        right.axhline(peer.rtf_p50, linestyle=":", color="black", label=f"{peer.peer} {peer.version}")
     right.axhline(1.0, color="grey", linewidth=0.8)
     right.set(xscale="log", xlabel="concurrent streams", ylabel="x real time", title="Throughput")
     right.set_xticks(levels, [str(x) for x in levels])

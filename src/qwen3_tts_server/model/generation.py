@@ -214,7 +214,7 @@ class FrameGenerator:
         """Room for a step over `span` cache positions; the rotary table grows with the cache, not with the span,
         so that the buffers a captured step reads move only when the cache does."""
         self.cache.ensure_capacity(span)
-        self.talker.model.rotary.table(self.cache.capacity, self.dtype)
+        self.talker.model.rotary.table(self.cache.capacity, self.talker.model.rotary_dtype(self.dtype))
 
     def _layout(self) -> tuple[int, ...]:
         """The addresses of the buffers a step reads that can move (grown by doubling)."""

@@ -146,6 +146,7 @@ class Attention(nn.Module):
         self.o_proj = nn.Linear(self.heads * self.head_dim, cfg.hidden_size, bias=cfg.attention_bias)
         self.qkv_proj: nn.Linear | None = None
         self.qk_norm_weight: torch.Tensor | None = None  # (H + Hkv, D): q_norm's weight per q head, then k_norm's
+        self.rotary_float32 = False  # q/k norm and rotation in float32 whatever the weights (`DecoderStack`)
         self.eps = cfg.rms_norm_eps
         if qk_norm:
             self.q_norm = RMSNorm(self.head_dim, cfg.rms_norm_eps)
@@ -167,9 +168,16 @@ class Attention(nn.Module):
         b, t, _ = x.shape
         qkv = self.qkv_proj(x).view(b, t, self.heads + 2 * self.kv_heads, self.head_dim)
         qk, v = qkv.split((self.heads + self.kv_heads, self.kv_heads), dim=2)
-        if self.qk_norm_weight is not None:
-            qk = self.qk_norm_weight * F.rms_norm(qk.float(), (self.head_dim,), eps=self.eps).to(qk.dtype)
-        q, k = apply_rotary(qk.transpose(1, 2), cos, sin).split((self.heads, self.kv_heads), dim=1)
+        if self.rotary_float32:
+            qk = qk.float()
+            if self.qk_norm_weight is not None:
+                qk = self.qk_norm_weight.float() * F.rms_norm(qk, (self.head_dim,), eps=self.eps)
+            qk = apply_rotary(qk.transpose(1, 2), cos, sin).to(v.dtype)
+        else:
+            if self.qk_norm_weight is not None:
+                qk = self.qk_norm_weight * F.rms_norm(qk.float(), (self.head_dim,), eps=self.eps).to(qk.dtype)
+            qk = apply_rotary(qk.transpose(1, 2), cos, sin)
+        q, k = qk.split((self.heads, self.kv_heads), dim=1)
         return q, k, v.transpose(1, 2)
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
@@ -236,14 +244,31 @@ class DecoderLayer(nn.Module):
 
 class DecoderStack(nn.Module):
     """A stack of decoder layers with a final norm, run over whole prompts (prefill) or one token per
-    row against a `KVCache` (decode)."""
+    row against a `KVCache` (decode). `rotary_float32` keeps the q/k norm and the rotation in float32 with
+    half-precision weights (the official code rotates in the weights' dtype; with float32 weights the two
+    are the same)."""
 
-    def __init__(self, cfg: DecoderStackConfig):
+    def __init__(self, cfg: DecoderStackConfig, rotary_float32: bool = False):
         super().__init__()
         self.cfg = cfg
         self.layers = nn.ModuleList(DecoderLayer(cfg) for _ in range(cfg.num_hidden_layers))
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
+        self.rotary_float32 = rotary_float32
+
+    @property
+    def rotary_float32(self) -> bool:
+        return self._rotary_float32
+
+    @rotary_float32.setter
+    def rotary_float32(self, value: bool) -> None:
+        self._rotary_float32 = value
+        for layer in self.layers:
+            layer.self_attn.rotary_float32 = value
+
+    def rotary_dtype(self, dtype: torch.dtype) -> torch.dtype:
+        """The dtype of the rotary tables for activations of `dtype`."""
+        return torch.float32 if self._rotary_float32 else dtype
 
     def new_cache(self, rows: int, capacity: int, dtype: torch.dtype, device: torch.device) -> KVCache:
         return KVCache(len(self.layers), rows, self.cfg.num_key_value_heads, self.cfg.head_dim, capacity, dtype, device)
@@ -253,7 +278,7 @@ class DecoderStack(nn.Module):
         keys/values in the B cache rows `rows`."""
         t = x.shape[1]
         cache.ensure_capacity(t)
-        cos, sin = self.rotary.span(0, t, x.dtype)
+        cos, sin = self.rotary.span(0, t, self.rotary_dtype(x.dtype))
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
@@ -274,7 +299,7 @@ class DecoderStack(nn.Module):
         lengths of the running rows (`KVCache.advance`)."""
         positions = cache.length[rows].clamp(max=span - 1)
         index = rows if isinstance(rows, torch.Tensor) else torch.arange(cache.k.shape[1], device=x.device)[rows]
-        cos, sin = self.rotary.at(positions[:, None], span, x.dtype)
+        cos, sin = self.rotary.at(positions[:, None], span, self.rotary_dtype(x.dtype))
         mask = (torch.arange(span, device=x.device)[None] <= positions[:, None])[:, None, None, :]
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
@@ -288,7 +313,7 @@ class DecoderStack(nn.Module):
 
     def decode_aligned(self, x: torch.Tensor, cache: KVCache, position: int) -> torch.Tensor:
         """Append one token to every cache row, all at the same `position` (no mask, plain slicing)."""
-        cos, sin = self.rotary.span(position, position + 1, x.dtype)
+        cos, sin = self.rotary.span(position, position + 1, self.rotary_dtype(x.dtype))
         for i, layer in enumerate(self.layers):
             q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
             cache.k[i, :, :, position : position + 1] = k

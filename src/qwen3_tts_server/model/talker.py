@@ -36,7 +36,7 @@ class TalkerBackbone(DecoderStack):
 class CodePredictorBackbone(DecoderStack):
     def __init__(self, cfg: TalkerConfig):
         cp = cfg.code_predictor
-        super().__init__(cp.stack)
+        super().__init__(cp.stack, rotary_float32=True)  # half-precision rotations cost the predictor quality
         # Inputs arrive at talker width and are projected down by `small_to_mtp_projection`.
         self.codec_embedding = nn.ModuleList(
             nn.Embedding(cp.vocab_size, cfg.stack.hidden_size) for _ in range(cp.num_code_groups - 1)

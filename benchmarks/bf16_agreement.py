@@ -1,0 +1,97 @@
+"""How often bfloat16 weights pick the code float32 weights pick, frame by frame, on the same checkpoint.
+
+Float32 makes a greedy reference of N frames (EOS suppressed). Each half-precision variant is then teacher
+forced along those frames: at every frame it sees the reference's past and predicts codebook 0 (talker) and
+codebooks 1-15 (code predictor, each given the reference's earlier codebooks); a prediction agrees when its
+argmax over the audio codes equals the reference's code. Variants: the code predictor rotating q/k in float32
+(this project's default) and in bfloat16 (the official code's way).
+
+    .venv/bin/python benchmarks/bf16_agreement.py [--size tiny] [--frames 1000] [--device cpu]
+
+Prints JSON and writes benchmarks/results/bf16_agreement_<size>_<device>.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import torch
+
+from qwen3_tts_server.engine.bench import bench_request
+from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.testing.test_checkpoint import make_test_model
+
+ROOT = Path(__file__).resolve().parents[1]
+AUDIO_CODES = 2048  # codebook entries; the codec vocabulary above them holds control tokens
+
+
+@torch.inference_mode()
+def forced_predictions(model: Qwen3TTSModel, reference: torch.Tensor) -> torch.Tensor:
+    """Teacher forced along `reference` (frames, groups): this model's argmax for every code, same shape."""
+    talker, device, dtype = model.talker, model.device, model.dtype
+    prompt = model.prompts.build(bench_request(model))
+    frames = reference.shape[0]
+    cache = talker.new_cache(1, prompt.prefill.shape[0] + frames + 1, dtype, device)
+    hidden = talker.model.prefill(prompt.prefill[None].to(device, dtype), cache, slice(0, 1))[:, -1]
+    reference = reference.to(device)
+    predicted = torch.empty_like(reference)
+    for t in range(frames):
+        frame = reference[t]
+        predicted[t, 0] = talker.codec_head(hidden)[0, :AUDIO_CODES].argmax()
+        groups = iter(range(1, reference.shape[1]))
+
+        def pick(logits: torch.Tensor, t: int = t, groups=groups) -> torch.Tensor:
+            group = next(groups)
+            predicted[t, group] = logits[0].argmax()
+            return reference[t, group][None]
+
+        talker.code_predictor.predict(hidden[:, None], talker.embed_codec(frame[None, :1]), pick)
+        text = prompt.trailing[t] if t < prompt.trailing.shape[0] else prompt.pad
+        inputs = talker.frame_embedding(frame[None]) + text.to(device, dtype)
+        hidden = talker.model.decode(inputs, cache, slice(0, 1), span=cache.lengths[0] + 1)[:, 0]
+        cache.advance(slice(0, 1), torch.ones(1, dtype=torch.long, device=device), [0])
+    return predicted.cpu()
+
+
+def agreement(predicted: torch.Tensor, reference: torch.Tensor) -> dict:
+    same = predicted == reference
+    return {
+        "codebook0": round(same[:, 0].float().mean().item(), 4),
+        "codebooks1_15": round(same[:, 1:].float().mean().item(), 4),
+        "all_codes": round(same.float().mean().item(), 4),
+        "whole_frames": round(same.all(dim=1).float().mean().item(), 4),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--size", default="tiny")
+    parser.add_argument("--frames", type=int, default=1000)
+    parser.add_argument("--device", default="cpu")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        path = make_test_model(Path(tmp) / args.size, size=args.size, seed=0)
+        full = Qwen3TTSModel.load(path, device=args.device, dtype="float32")
+        half = Qwen3TTSModel.load(path, device=args.device, dtype="bfloat16")
+    started = time.perf_counter()
+    greedy = full.sampling(repetition_penalty=1.0).greedy()  # plain argmax, as the forced predictions
+    reference = torch.from_numpy(
+        full.generate([bench_request(full)], greedy, max_frames=args.frames, suppress_eos=True)[0].codes
+    )
+    report = {"size": args.size, "device": args.device, "frames": args.frames}
+    report["float32_self_check"] = agreement(forced_predictions(full, reference), reference)
+    report["bfloat16_rotary_float32"] = agreement(forced_predictions(half, reference), reference)
+    half.talker.code_predictor.model.rotary_float32 = False
+    report["bfloat16_rotary_bfloat16"] = agreement(forced_predictions(half, reference), reference)
+    report["seconds"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(report, indent=1))
+    out = ROOT / "benchmarks" / "results" / f"bf16_agreement_{args.size}_{args.device.split(':')[0]}.json"
+    out.write_text(json.dumps(report, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()

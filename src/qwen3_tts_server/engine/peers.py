@@ -1,0 +1,153 @@
+"""The peers, timed on the checkpoint and frame count of a `bench` run: the official qwen-tts 0.1.1 and
+faster-qwen3-tts 0.5.4, each serving one request at a time (all either can do).
+
+Each peer runs in its own process: the two ship different modules named `qwen_tts` and need different
+transformers releases, none of which this package depends on. A peer is given as a Python interpreter
+that has its packages (a virtual environment's `bin/python`) or as a folder of its packages, put first on
+this interpreter's path (wheels installed with `pip install --target`). In that process:
+
+    python -m qwen3_tts_server.engine.peers official|faster --model DIR --frames N --runs K [--device cuda]
+
+prints one JSON object (`PeerResult`). Every request makes exactly N frames: EOS cannot end it early.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .bench_workload import BENCH_TEXT, SECONDS_PER_FRAME, percentile
+
+PEERS = ("official", "faster")
+FASTER_CHUNK_FRAMES = 8  # faster-qwen3-tts's published H100 figures stream 8-frame chunks
+
+
+@dataclass
+class PeerResult:
+    peer: str
+    version: str
+    frames: int
+    runs: int
+    ttfa_p50_ms: float  # the official package returns audio only once a request is complete
+    rtf_p50: float  # x real time of one request, which is also its aggregate: one request at a time
+    gpu_memory_gib: float | None
+
+
+def measure_peer(
+    peer: str, where: str, model: Path, speaker: str, frames: int, runs: int, device: str, dtype: str
+) -> PeerResult:
+    """Run `peer` in its own process: `where` is its interpreter, or a folder of its packages."""
+    if peer not in PEERS:
+        raise ValueError(f"unknown peer {peer!r}; choose one of {', '.join(PEERS)}")
+    env = dict(os.environ)
+    source = str(Path(__file__).resolve().parents[2])  # the folder that holds this package
+    if Path(where).is_dir():
+        python, path = sys.executable, [where, source]
+    else:
+        python, path = where, [source]
+    env["PYTHONPATH"] = os.pathsep.join(path + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
+    command = [python, "-m", "qwen3_tts_server.engine.peers", peer, "--model", str(model), "--speaker", speaker]
+    command += ["--frames", str(frames), "--runs", str(runs), "--device", device, "--dtype", dtype]
+    done = subprocess.run(command, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        raise RuntimeError(f"peer {peer} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+    return PeerResult(**json.loads(done.stdout.strip().splitlines()[-1]))
+
+
+def _official(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, Callable[[int], tuple[float, float]]]:
+    with contextlib.suppress(ImportError):
+        import qwen_tts_oracle_stubs  # noqa: F401  (stand-ins for imports 12 Hz models never use)
+    import qwen_tts
+    import torch
+    from qwen_tts import Qwen3TTSModel
+
+    official = Qwen3TTSModel.from_pretrained(str(model), dtype=getattr(torch, dtype), device_map=device)
+    pad_id = official.model.config.talker_config.codec_pad_id
+
+    def request(frames: int) -> tuple[float, float]:
+        # The pad id, suppressed during generation, stands in as the stop id: no request stops early.
+        started = time.perf_counter()
+        official.generate_custom_voice(
+            BENCH_TEXT, speaker=speaker, language="English", max_new_tokens=frames + 1, eos_token_id=pad_id
+        )
+        _sync(device)
+        total = time.perf_counter() - started
+        return total, total
+
+    return getattr(qwen_tts, "__version__", "0.1.1"), request
+
+
+def _faster(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, Callable[[int], tuple[float, float]]]:
+    from importlib.metadata import version
+
+    import torch
+    from faster_qwen3_tts import FasterQwen3TTS
+
+    faster = FasterQwen3TTS.from_pretrained(str(model), device=device, dtype=getattr(torch, dtype))
+
+    def request(frames: int) -> tuple[float, float]:
+        started = time.perf_counter()
+        first = None
+        for _audio, _rate, _timing in faster.generate_custom_voice_streaming(
+            BENCH_TEXT,
+            speaker=speaker,
+            language="English",
+            max_new_tokens=frames,
+            min_new_tokens=frames,
+            chunk_size=FASTER_CHUNK_FRAMES,
+        ):
+            first = first if first is not None else time.perf_counter() - started
+        _sync(device)
+        return first, time.perf_counter() - started
+
+    return version("faster-qwen3-tts"), request
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+def _run(args: argparse.Namespace) -> PeerResult:
+    import torch
+
+    load = _official if args.peer == "official" else _faster
+    peer_version, request = load(Path(args.model), args.speaker, args.device, args.dtype)
+    request(min(args.frames, 16))  # warm-up: lazy initialisation, graph capture
+    timings = [request(args.frames) for _ in range(args.runs)]
+    gpu = torch.cuda.max_memory_allocated() / 2**30 if args.device.startswith("cuda") else None
+    return PeerResult(
+        peer=args.peer,
+        version=peer_version,
+        frames=args.frames,
+        runs=args.runs,
+        ttfa_p50_ms=round(1000 * percentile([first for first, _ in timings], 0.5), 1),
+        rtf_p50=round(percentile([args.frames * SECONDS_PER_FRAME / total for _, total in timings], 0.5), 3),
+        gpu_memory_gib=None if gpu is None else round(gpu, 2),
+    )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m qwen3_tts_server.engine.peers")
+    parser.add_argument("peer", choices=PEERS)
+    parser.add_argument("--model", required=True, help="checkpoint directory")
+    parser.add_argument("--speaker", required=True)
+    parser.add_argument("--frames", type=int, required=True)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--device", default="cpu")
+    parser.add_argument("--dtype", default="float32")
+    print(json.dumps(asdict(_run(parser.parse_args()))), flush=True)
+
+
+if __name__ == "__main__":
+    main()
