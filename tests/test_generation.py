@@ -153,3 +153,31 @@ def test_half_precision_loads_and_speaks(checkpoint_dirs, dtype):
 def test_bad_sampling_settings_are_rejected(models, override):
     with pytest.raises(InvalidInputError, match=next(iter(override))):
         models["custom_voice"].sampling(**override)
+
+
+def test_code_predictor_rotates_in_float32_under_bfloat16_weights(checkpoint_dirs):
+    """The predictor's q/k norm and rotation stay in float32 with bfloat16 weights (rounding them to bfloat16
+    first is what cost peers quality): its queries and keys are closer to a float32 computation on the same
+    weights than rotating in the weights' own dtype gets them."""
+    model = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype="bfloat16")
+    stack = model.talker.code_predictor.model
+    assert stack.rotary_float32 and not model.talker.model.rotary_float32
+    attention = stack.layers[0].self_attn
+    x = torch.randn(4, 3, stack.cfg.hidden_size, generator=torch.Generator().manual_seed(0)).to(torch.bfloat16)
+    cos32, sin32 = stack.rotary.span(0, 3, torch.float32)
+    attention.project(x, cos32, sin32)  # fuses the projections
+    # The reference: the same bfloat16 weights, everything computed in float32.
+    heads, head_dim = attention.heads + attention.kv_heads, attention.head_dim
+    qk = (x.float() @ attention.qkv_proj.weight.float().T)[..., : heads * head_dim].view(4, 3, heads, head_dim)
+    qk = attention.qk_norm_weight.float() * torch.nn.functional.rms_norm(qk, (head_dim,), eps=attention.eps)
+    qk = qk.transpose(1, 2)
+    want = qk * cos32 + qk.roll(head_dim // 2, dims=-1) * sin32
+
+    def error() -> float:
+        q, k, _ = attention.project(x, *stack.rotary.span(0, 3, stack.rotary_dtype(torch.bfloat16)))
+        return (torch.cat((q, k), dim=1).float() - want).abs().mean().item()
+
+    in_float32 = error()
+    stack.rotary_float32 = False
+    in_bfloat16 = error()
+    assert in_float32 < 0.8 * in_bfloat16, (in_float32, in_bfloat16)
