@@ -223,6 +223,20 @@ def test_bench_refuses_a_bad_peer_before_it_runs(tmp_path):
         assert not (tmp_path / "b.json").exists()
 
 
+def test_a_peer_that_fails_keeps_our_figures(tmp_path):
+    """A peer folder without the peer's packages: the error names the peer, our levels are still written."""
+    import json
+
+    empty, out = tmp_path / "site", tmp_path / "bench.json"
+    empty.mkdir()
+    result = run(
+        "bench", "--size", "tiny", "--concurrency", "1", "--frames", "2", "--peer", f"faster={empty}", "--out", str(out)
+    )
+    assert result.returncode == 1 and "peer faster failed" in result.stderr and "faster_qwen3_tts" in result.stderr
+    report = json.loads(out.read_text())
+    assert [row["concurrency"] for row in report["results"]] == [1] and "peers" not in report
+
+
 def test_peer_ratios_follow_one_request_at_a_time():
     """A peer that serves one request at a time: at N streams its aggregate is its one-stream speed and the
     k-th request waits for k whole requests before its first audio."""

@@ -24,6 +24,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from ..errors import TTSError
 from .bench_workload import BENCH_TEXT, SECONDS_PER_FRAME, percentile
 
 PEERS = ("official", "faster")
@@ -58,13 +59,19 @@ def measure_peer(
     command += ["--frames", str(frames), "--runs", str(runs), "--device", device, "--dtype", dtype]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
-        raise RuntimeError(f"peer {peer} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
+        raise TTSError(f"peer {peer} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
     return PeerResult(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
-def _official(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, Callable[[int], tuple[float, float]]]:
+def _stand_ins() -> None:
+    """Stand-ins for modules that only the 25 Hz tokenizer uses (sox, onnxruntime...), where they are on the
+    path: `import qwen_tts` imports them eagerly. Both peers import `qwen_tts`."""
     with contextlib.suppress(ImportError):
-        import qwen_tts_oracle_stubs  # noqa: F401  (stand-ins for imports 12 Hz models never use)
+        import qwen_tts_oracle_stubs  # noqa: F401
+
+
+def _official(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, Callable[[int], tuple[float, float]]]:
+    _stand_ins()
     import qwen_tts
     import torch
     from qwen_tts import Qwen3TTSModel
@@ -88,6 +95,7 @@ def _official(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, 
 def _faster(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, Callable[[int], tuple[float, float]]]:
     from importlib.metadata import version
 
+    _stand_ins()
     import torch
     from faster_qwen3_tts import FasterQwen3TTS
 
