@@ -12,6 +12,7 @@ import pytest
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
 from qwen3_tts_server.errors import EngineBusyError, InvalidInputError, RequestTimeoutError
+from qwen3_tts_server.model.generation import FrameGenerator
 from qwen3_tts_server.model.prompt import VoiceRequest
 
 REQUESTS = [
@@ -36,16 +37,21 @@ async def collect(stream) -> tuple[np.ndarray, np.ndarray, list]:
     return np.concatenate([c.codes for c in chunks]), np.concatenate([c.audio for c in chunks]), chunks
 
 
-def run_engine(model, scenario, **options):
-    engine = Engine(model, **options).start()
+def run_engine(model, scenario, static_step: bool = False, **options):
+    """Run `scenario(engine)`; `static_step` seats a generator that takes the static step (the GPU's) on CPU."""
+    engine = Engine(model, **options)
+    if static_step:
+        engine.generator = FrameGenerator(model.talker, engine.max_batch_size, static=True)
+    engine.start()
     try:
         return asyncio.run(scenario(engine))
     finally:
         engine.stop()
 
 
+@pytest.mark.parametrize("static_step", [False, True], ids=["eager", "static"])
 @pytest.mark.parametrize("sampled", [False, True])
-def test_staggered_concurrent_requests_get_their_solo_codes(models, sampled):
+def test_staggered_concurrent_requests_get_their_solo_codes(models, sampled, static_step):
     model = models["custom_voice"]
     params = [model.sampling(seed=10 + i) if sampled else model.sampling().greedy() for i in range(len(REQUESTS))]
     solo = [model.generate([r], p, max_frames=30)[0].codes for r, p in zip(REQUESTS, params, strict=True)]
@@ -58,7 +64,7 @@ def test_staggered_concurrent_requests_get_their_solo_codes(models, sampled):
             await asyncio.sleep(0.05)  # join a running batch at different frames
         return await asyncio.gather(*tasks)
 
-    results = run_engine(model, scenario, max_batch_size=4)
+    results = run_engine(model, scenario, static_step, max_batch_size=4)
     for (codes, audio, chunks), expected in zip(results, solo, strict=True):
         np.testing.assert_array_equal(codes, expected)
         assert len(audio) == len(codes) * 1920
