@@ -52,8 +52,7 @@ def run_schedule(model, **generator_options) -> Schedule:
             add("joins_hole", SHORT, greedy, 30)  # takes the cancelled row's place
             add("joins_end", ENGLISH, model.sampling(seed=11, top_k=5), 45)
             add("sixth", CHINESE, greedy, 20)
-        bucket = next(size for size in generator.buckets if size > max(generator.active))
-        shapes.append((bucket, len(generator.active), generator.cache.capacity))
+        shapes.append((generator.static_shape(generator.active)[0], len(generator.active), generator.cache.capacity))
         for frame in generator.step():
             frames[names[frame.row]].append(frame.codes.cpu().numpy())
             if frame.finished:

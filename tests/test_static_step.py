@@ -76,9 +76,7 @@ def test_a_step_with_no_row_running_changes_nothing_the_rows_depend_on(models):
     meddled = _three_rows(model)
 
     def warm_up_pass():
-        active = meddled.active
-        bucket = next(size for size in meddled.buckets if size > active[-1])
-        span = -(-(max(meddled.cache.lengths[i] for i in active) + 1) // SPAN_STEP) * SPAN_STEP
+        bucket, span = meddled.static_shape(meddled.active)
         state = (meddled.running, meddled.hidden, meddled.code0, meddled.seen, meddled.draws, meddled.frames)
         saved = [t.clone() for t in state]
         with no_row_running(meddled.running):

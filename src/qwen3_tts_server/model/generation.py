@@ -27,15 +27,6 @@ SPAN_STEP = 128  # a static step attends over a multiple of this many cache posi
 
 
 @dataclass
-class _Row:
-    """Host-side bookkeeping of a row: its sampling settings. Everything that changes from step to step
-    (hidden state, pending codebook-0 code, code history, frame and draw counters, text input) lives in the
-    generator's per-row device buffers, so that a step depends on the host only through which rows run."""
-
-    params: SamplingParams
-
-
-@dataclass
 class Frame:
     """One frame of one row; `finished` is set on the row's last frame, with the reason."""
 
@@ -76,7 +67,10 @@ class FrameGenerator:
         self.static = on_cuda if static is None else static
         self.buckets = batch_buckets(rows)
         self.cache = talker.new_cache(rows, initial_capacity, self.dtype, self.device)
-        self.rows: list[_Row | None] = [None] * rows
+        # The host keeps each row's sampling settings (None: the row is free). Everything that changes from step
+        # to step lives in the per-row device buffers below, so a step depends on the host only through which
+        # rows run.
+        self.rows: list[SamplingParams | None] = [None] * rows
         vocab = self.cfg.vocab_size
         self.running = torch.zeros(rows, dtype=torch.bool, device=self.device)
         self.hidden = torch.zeros(rows, self.cfg.stack.hidden_size, dtype=self.dtype, device=self.device)
@@ -125,7 +119,7 @@ class FrameGenerator:
         if not free:
             raise RuntimeError("no free row")
         index = free[0]
-        self.rows[index] = _Row(params)
+        self.rows[index] = params
         self.running[index] = True
         self.talker_sampling.write(index, params.talker_setting)
         self.subtalker_sampling.write(index, params.subtalker_setting)
@@ -162,15 +156,15 @@ class FrameGenerator:
         indices = self.active
         if not indices:
             return []
-        span = max(self.cache.lengths[i] for i in indices) + 1
         if self.static:
-            bucket = next(size for size in self.buckets if size > indices[-1])
+            bucket, span = self.static_shape(indices)
             rows: slice | torch.Tensor = slice(0, bucket)
-            codes, ended = self.static_frame(bucket, -(-span // SPAN_STEP) * SPAN_STEP)
+            codes, ended = self.static_frame(bucket, span)
             positions = indices  # a row's place in the step is its index
         else:
+            span = max(self.cache.lengths[i] for i in indices) + 1
             rows = torch.tensor(indices, device=self.device)
-            settings = [self.rows[i].params for i in indices]
+            settings = [self.rows[i] for i in indices]
             talker = self.talker_sampling.select(rows, [p.talker_setting for p in settings])
             subtalker = self.subtalker_sampling.select(rows, [p.subtalker_setting for p in settings])
             self._reserve(span)
@@ -185,6 +179,13 @@ class FrameGenerator:
             if finished:
                 self.remove(row_index)
         return frames
+
+    def static_shape(self, indices: list[int]) -> tuple[int, int]:
+        """The (bucket, span) of a static step over the active rows `indices`: the smallest bucket that holds
+        them all, and their longest span rounded up to SPAN_STEP."""
+        bucket = next(size for size in self.buckets if size > indices[-1])
+        span = max(self.cache.lengths[i] for i in indices) + 1
+        return bucket, -(-span // SPAN_STEP) * SPAN_STEP
 
     @torch.inference_mode()
     def static_frame(self, bucket: int, span: int) -> StepOutputs:
@@ -272,6 +273,5 @@ class FrameGenerator:
 
     def _text_input(self, rows: slice | torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """The text embedding each row adds at decode step `step` (B,): its trailing text, then its pad."""
-        index = rows if isinstance(rows, torch.Tensor) else torch.arange(len(self.rows), device=self.device)[rows]
-        trailing = self.trailing[index, step.clamp(0, self.trailing.shape[1] - 1)]
+        trailing = self.trailing[self.cache.row_index(rows), step.clamp(0, self.trailing.shape[1] - 1)]
         return torch.where((step < self.trailing_length[rows])[:, None], trailing, self.pad[rows])

@@ -121,6 +121,12 @@ class KVCache:
         self.k = F.pad(self.k, (0, 0, 0, pad))
         self.v = F.pad(self.v, (0, 0, 0, pad))
 
+    def row_index(self, rows: slice | torch.Tensor) -> torch.Tensor:
+        """`rows` (indices, or a slice) as a tensor of row indices."""
+        if isinstance(rows, torch.Tensor):
+            return rows
+        return torch.arange(self.length.shape[0], device=self.length.device)[rows]
+
     def advance(self, rows: slice | torch.Tensor, running: torch.Tensor, host_rows: list[int]) -> None:
         """After a decode step over `rows`: the running ones (mask (B,)), also listed in `host_rows`, grew by one."""
         self.length[rows] += running
@@ -298,7 +304,7 @@ class DecoderStack(nn.Module):
         their positions are clamped into the span and what they compute is ignored. The caller advances the
         lengths of the running rows (`KVCache.advance`)."""
         positions = cache.length[rows].clamp(max=span - 1)
-        index = rows if isinstance(rows, torch.Tensor) else torch.arange(cache.k.shape[1], device=x.device)[rows]
+        index = cache.row_index(rows)
         cos, sin = self.rotary.at(positions[:, None], span, self.rotary_dtype(x.dtype))
         mask = (torch.arange(span, device=x.device)[None] <= positions[:, None])[:, None, None, :]
         for i, layer in enumerate(self.layers):
