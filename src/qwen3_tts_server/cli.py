@@ -253,7 +253,15 @@ def _bench(args: argparse.Namespace) -> int:
             print(f"timing {peer} ({path}): {args.peer_runs} requests of {args.frames} frames", file=sys.stderr)
             try:
                 measured = measure_peer(
-                    peer, path, model.directory, model.speakers[0], args.frames, args.peer_runs, args.device, args.dtype
+                    peer,
+                    path,
+                    model.directory,
+                    model.speakers[0],
+                    args.frames,
+                    model.frames_to_seconds(args.frames),
+                    args.peer_runs,
+                    args.device,
+                    args.dtype,
                 )
             except TTSError as exc:  # our figures are kept: the report is written without this peer
                 print(f"error: {exc}", file=sys.stderr)

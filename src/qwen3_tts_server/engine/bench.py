@@ -20,7 +20,7 @@ import torch
 from ..model.prompt import VoiceRequest
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
-from .bench_workload import BENCH_TEXT, SECONDS_PER_FRAME, percentile
+from .bench_workload import BENCH_TEXT, percentile
 from .engine import Engine
 from .jobs import SpeechJob
 from .peers import PeerResult
@@ -103,10 +103,9 @@ def run_bench(
 def peer_ratios(results: list[LevelResult], peer: PeerResult) -> list[dict]:
     """Ours against a peer at each level. A peer serves one request at a time: at N streams its aggregate is its
     one-stream speed, and the k-th request hears audio after k whole requests and its own first audio."""
-    request_seconds = peer.frames * SECONDS_PER_FRAME / peer.rtf_p50
     ratios = []
     for level in results:
-        waits = [1000 * k * request_seconds + peer.ttfa_p50_ms for k in range(level.concurrency)]
+        waits = [k * peer.request_p50_ms + peer.ttfa_p50_ms for k in range(level.concurrency)]
         ratios.append(
             {
                 "concurrency": level.concurrency,

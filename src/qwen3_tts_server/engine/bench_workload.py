@@ -4,7 +4,6 @@ processes, so it imports nothing beyond the standard library."""
 from __future__ import annotations
 
 BENCH_TEXT = "The benchmark sentence is long enough to give the talker a realistic prompt to work from."
-SECONDS_PER_FRAME = 0.08
 
 
 def percentile(values: list[float], share: float) -> float:

@@ -6,7 +6,8 @@ transformers releases, none of which this package depends on. A peer is given as
 that has its packages (a virtual environment's `bin/python`) or as a folder of its packages, put first on
 this interpreter's path (wheels installed with `pip install --target`). In that process:
 
-    python -m qwen3_tts_server.engine.peers official|faster --model DIR --frames N --runs K [--device cuda]
+    python -m qwen3_tts_server.engine.peers official|faster --model DIR --speaker NAME --frames N \
+        --audio-seconds S --runs K [--device cuda] [--dtype bfloat16]
 
 prints one JSON object (`PeerResult`). Every request makes exactly N frames: EOS cannot end it early.
 """
@@ -25,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import TTSError
-from .bench_workload import BENCH_TEXT, SECONDS_PER_FRAME, percentile
+from .bench_workload import BENCH_TEXT, percentile
 
 PEERS = ("official", "faster")
 FASTER_CHUNK_FRAMES = 8  # faster-qwen3-tts's published H100 figures stream 8-frame chunks
@@ -38,14 +39,24 @@ class PeerResult:
     frames: int
     runs: int
     ttfa_p50_ms: float  # the official package returns audio only once a request is complete
+    request_p50_ms: float  # one whole request
     rtf_p50: float  # x real time of one request, which is also its aggregate: one request at a time
     gpu_memory_gib: float | None
 
 
 def measure_peer(
-    peer: str, where: str, model: Path, speaker: str, frames: int, runs: int, device: str, dtype: str
+    peer: str,
+    where: str,
+    model: Path,
+    speaker: str,
+    frames: int,
+    audio_seconds: float,
+    runs: int,
+    device: str,
+    dtype: str,
 ) -> PeerResult:
-    """Run `peer` in its own process: `where` is its interpreter, or a folder of its packages."""
+    """Run `peer` in its own process: `where` is its interpreter, or a folder of its packages. `audio_seconds`:
+    what `frames` frames of this checkpoint last."""
     if peer not in PEERS:
         raise ValueError(f"unknown peer {peer!r}; choose one of {', '.join(PEERS)}")
     env = dict(os.environ)
@@ -56,7 +67,8 @@ def measure_peer(
         python, path = where, [source]
     env["PYTHONPATH"] = os.pathsep.join(path + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
     command = [python, "-m", "qwen3_tts_server.engine.peers", peer, "--model", str(model), "--speaker", speaker]
-    command += ["--frames", str(frames), "--runs", str(runs), "--device", device, "--dtype", dtype]
+    command += ["--frames", str(frames), "--audio-seconds", str(audio_seconds), "--runs", str(runs)]
+    command += ["--device", device, "--dtype", dtype]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         raise TTSError(f"peer {peer} failed (exit {done.returncode}):\n{done.stderr[-3000:]}")
@@ -133,6 +145,7 @@ def _run(args: argparse.Namespace) -> PeerResult:
     peer_version, request = load(Path(args.model), args.speaker, args.device, args.dtype)
     request(min(args.frames, 16))  # warm-up: lazy initialisation, graph capture
     timings = [request(args.frames) for _ in range(args.runs)]
+    request_seconds = percentile([total for _, total in timings], 0.5)
     gpu = torch.cuda.max_memory_allocated() / 2**30 if args.device.startswith("cuda") else None
     return PeerResult(
         peer=args.peer,
@@ -140,7 +153,8 @@ def _run(args: argparse.Namespace) -> PeerResult:
         frames=args.frames,
         runs=args.runs,
         ttfa_p50_ms=round(1000 * percentile([first for first, _ in timings], 0.5), 1),
-        rtf_p50=round(percentile([args.frames * SECONDS_PER_FRAME / total for _, total in timings], 0.5), 3),
+        request_p50_ms=round(1000 * request_seconds, 1),
+        rtf_p50=round(args.audio_seconds / request_seconds, 3),
         gpu_memory_gib=None if gpu is None else round(gpu, 2),
     )
 
@@ -151,6 +165,7 @@ def main() -> None:
     parser.add_argument("--model", required=True, help="checkpoint directory")
     parser.add_argument("--speaker", required=True)
     parser.add_argument("--frames", type=int, required=True)
+    parser.add_argument("--audio-seconds", type=float, required=True, help="what the frames last")
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
