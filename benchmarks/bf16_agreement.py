@@ -21,9 +21,9 @@ from pathlib import Path
 
 import torch
 
-from qwen3_tts_server.engine.bench import bench_request
+from qwen3_tts_server.bench.streams import bench_request
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
-from qwen3_tts_server.testing.test_checkpoint import make_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIO_CODES = 2048  # codebook entries; the codec vocabulary above them holds control tokens

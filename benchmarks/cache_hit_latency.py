@@ -23,7 +23,7 @@ import numpy as np
 from prometheus_client.parser import text_string_to_metric_families
 
 from qwen3_tts_server.testing.live_server import live_server
-from qwen3_tts_server.testing.test_checkpoint import make_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 OUT = Path(__file__).resolve().parents[1] / "benchmarks" / "results" / "cache_hit_latency.json"
 BODY = {"voice": "vivian", "input": "Your table is ready.", "response_format": "mp3", "stream": False, "seed": 11}

@@ -27,7 +27,7 @@ from qwen_tts import Qwen3TTSModel as OfficialModel  # noqa: E402
 
 from qwen3_tts_server.model.prompt import VoiceRequest  # noqa: E402
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
-from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
+from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 
 TEXT = "The benchmark sentence is long enough to give the talker a realistic prompt to work from."
 

@@ -21,7 +21,7 @@ import httpx
 
 from qwen3_tts_server.testing.live_gateway import live_gateway
 from qwen3_tts_server.testing.live_server import free_port
-from qwen3_tts_server.testing.test_checkpoint import make_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 WORDS = ("Hi", "Yes", "No", "Ok", "Go", "Stop", "Wait", "Now", "Hello", "Thanks", "Sure", "Right", "Good", "Fine")
 TIMEOUT = 300.0

@@ -34,7 +34,7 @@ import soundfile as sf
 import torch
 
 from qwen3_tts_server.testing.live_server import live_server
-from qwen3_tts_server.testing.test_checkpoint import make_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
 OUT = ROOT / "benchmarks" / "results" / "http_loopback.json"

@@ -21,7 +21,7 @@ from pathlib import Path
 from websockets.asyncio.client import ClientConnection, connect
 
 from qwen3_tts_server.testing.live_server import live_server
-from qwen3_tts_server.testing.test_checkpoint import make_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 TEXT = "Sure, I can help with that. The store opens at 9 and closes at 17:30 on weekdays."
 OUT = Path(__file__).resolve().parent / "results" / "ws_first_audio.json"

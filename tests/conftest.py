@@ -10,7 +10,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from parity_cases import CHECKPOINTS  # noqa: E402
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
-from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
+from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 from redis_server import redis_server  # noqa: E402, F401 (a fixture for every test module)
 
 

@@ -240,8 +240,8 @@ def test_a_peer_that_fails_keeps_our_figures(tmp_path):
 def test_peer_ratios_follow_one_request_at_a_time():
     """A peer that serves one request at a time: at N streams its aggregate is its one-stream speed and the
     k-th request waits for k whole requests before its first audio."""
-    from qwen3_tts_server.engine.bench import LevelResult, peer_ratios
-    from qwen3_tts_server.engine.peers import PeerResult
+    from qwen3_tts_server.bench.peers import PeerResult
+    from qwen3_tts_server.bench.streams import LevelResult, peer_ratios
 
     peer = PeerResult(
         "faster", "0.5.4", frames=50, runs=3, ttfa_p50_ms=200.0, request_p50_ms=2000.0, rtf_p50=2.0, gpu_memory_gib=None

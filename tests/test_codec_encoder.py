@@ -15,14 +15,15 @@ import torch
 from torch import nn
 
 from qwen3_tts_server.errors import CheckpointError, InvalidInputError, UnsupportedModelError
-from qwen3_tts_server.model.codec_encoder import CodecEncoder, CodecEncoderConfig
+from qwen3_tts_server.model.codec_encoder import CodecEncoder
+from qwen3_tts_server.model.config import CodecEncoderConfig
 from qwen3_tts_server.testing.codec_encoder_weights import (
     random_encoder_weights,
     reference_signal,
     signal_digest,
     weights_digest,
 )
-from qwen3_tts_server.testing.test_checkpoint import DIMENSIONS, _speech_tokenizer_config
+from qwen3_tts_server.testing.random_checkpoint import DIMENSIONS, _speech_tokenizer_config
 
 FIXTURE_DIR = Path(__file__).parent / "fixtures" / "codec_encoder"
 FIXTURES = {name: json.loads((FIXTURE_DIR / f"{name}.json").read_text()) for name in ("tiny", "mimi_defaults")}

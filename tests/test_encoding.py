@@ -8,8 +8,8 @@ import av
 import numpy as np
 import pytest
 
+from qwen3_tts_server.audio.encoding import FORMATS, StreamEncoder
 from qwen3_tts_server.errors import InvalidInputError
-from qwen3_tts_server.service.encoding import FORMATS, StreamEncoder
 
 RATE = 24000
 SECONDS = 2.0
@@ -107,7 +107,7 @@ def test_bad_format_or_rate(name, rate, message):
 
 @pytest.mark.parametrize("speed", [0.25, 0.5, 1.5, 2.0, 4.0])
 def test_tempo_keeps_pitch_and_scales_duration(speed):
-    from qwen3_tts_server.service.tempo import Tempo
+    from qwen3_tts_server.audio.tempo import Tempo
 
     tempo = Tempo(speed)
     audio = sine(seconds=4.0)

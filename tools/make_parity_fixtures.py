@@ -46,7 +46,7 @@ from parity_cases import (  # noqa: E402
     random_codes,
     write_reference,
 )
-from qwen3_tts_server.testing.test_checkpoint import make_test_model  # noqa: E402
+from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 
 
 def official_codes(model: Qwen3TTSModel, batch: list[dict], kind: str, refs: Path) -> list[list[list[int]]]:

@@ -162,7 +162,7 @@ def _voice(args: argparse.Namespace, model):
 
 
 def _add_make_test_model(sub: argparse._SubParsersAction) -> None:
-    from .testing.test_checkpoint import SIZES, TYPES
+    from .testing.random_checkpoint import SIZES, TYPES
 
     p = sub.add_parser(
         "make-test-model",
@@ -177,7 +177,7 @@ def _add_make_test_model(sub: argparse._SubParsersAction) -> None:
 
 
 def _make_test_model(args: argparse.Namespace) -> int:
-    from .testing.test_checkpoint import make_test_model
+    from .testing.random_checkpoint import make_test_model
 
     started = time.perf_counter()
     path = make_test_model(args.directory, args.size, args.model_type, args.seed)
@@ -189,7 +189,7 @@ def _make_test_model(args: argparse.Namespace) -> int:
 
 
 def _add_bench(sub: argparse._SubParsersAction) -> None:
-    from .testing.test_checkpoint import SIZES
+    from .testing.random_checkpoint import SIZES
 
     p = sub.add_parser(
         "bench",
@@ -225,10 +225,10 @@ def _bench(args: argparse.Namespace) -> int:
 
     import torch
 
-    from .engine.bench import run_bench, write_results
-    from .engine.peers import PEERS, measure_peer
+    from .bench.peers import PEERS, measure_peer
+    from .bench.streams import run_bench, write_results
     from .model.tts_model import Qwen3TTSModel
-    from .testing.test_checkpoint import make_test_model
+    from .testing.random_checkpoint import make_test_model
 
     if min(args.concurrency) < 1 or args.frames < 1 or args.peer_runs < 1:
         raise InvalidInputError("--concurrency values, --frames and --peer-runs must be >= 1")

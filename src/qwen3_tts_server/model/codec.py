@@ -12,8 +12,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .codec_encoder import CodecEncoder, CodecEncoderConfig
-from .config import CodecDecoderConfig
+from .codec_encoder import CodecEncoder
+from .config import CodecDecoderConfig, CodecEncoderConfig
 from .layers import Attention, RMSNorm, Rotary, SwiGLU
 
 

@@ -17,9 +17,8 @@ from torch import nn
 from ..errors import InvalidInputError
 from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
-from .codec_encoder import CodecEncoderConfig
 from .codec_stream import CodecStreamState, StreamingCodecDecoder
-from .config import CodecDecoderConfig, GenerationDefaults, TTSConfig
+from .config import CodecDecoderConfig, CodecEncoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
 from .layers import fuse_projections
 from .prompt import PromptBuilder, TalkerPrompt, VoiceRequest

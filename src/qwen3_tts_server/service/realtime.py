@@ -20,9 +20,9 @@ from pydantic import ValidationError
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from ..api.schemas import SpeechRequest
+from ..audio.encoding import audio_format
 from ..errors import InvalidInputError, TTSError, error_body, invalid_value
 from ..text.segment import IncrementalSegmenter
-from .encoding import audio_format
 from .speech import SpeechService
 from .speech_stream import SpeechStream
 from .voices import resolve_voice

@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, replace
 
 from ..api.schemas import SpeechRequest
+from ..audio.encoding import StreamEncoder, audio_format
+from ..audio.tempo import Tempo
 from ..engine.engine import Engine
 from ..engine.jobs import SpeechJob
 from ..engine.model_manager import ModelManager
@@ -21,9 +23,7 @@ from ..text.frontend import TextSegment, text_segments
 from .audio_cache import AudioCache, CachedAudio, cache_key
 from .cached_speech import CachedSpeech
 from .cloning import VoiceCloner
-from .encoding import StreamEncoder, audio_format
 from .speech_stream import SpeechOutput, SpeechStream
-from .tempo import Tempo
 from .voice_library import VoiceLibrary
 from .voices import resolve_voice
 

@@ -19,13 +19,13 @@ from urllib.parse import quote
 
 import numpy as np
 
+from ..audio.encoding import StreamEncoder
 from ..audio.seams import fade_seams
+from ..audio.tempo import Tempo
 from ..engine.engine import Engine, JobStream
 from ..engine.jobs import FRAME_SECONDS, AudioChunk, SpeechJob
 from ..errors import TTSError, error_body
 from ..text.frontend import TextSegment
-from .encoding import StreamEncoder
-from .tempo import Tempo
 
 log = logging.getLogger(__name__)
 

@@ -13,7 +13,8 @@ import math
 
 import torch
 
-from ..model.codec_encoder import CodecEncoder, CodecEncoderConfig
+from ..model.codec_encoder import CodecEncoder
+from ..model.config import CodecEncoderConfig
 
 PREFIX = "encoder."
 # Gain of the SEANet and downsampling convolutions over 1/sqrt(fan_in): with it noise at std 0.3 reaches the

@@ -17,13 +17,13 @@ from pathlib import Path
 
 import torch
 
+from ..engine.engine import Engine
+from ..engine.jobs import SpeechJob
 from ..model.prompt import VoiceRequest
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
-from .bench_workload import BENCH_TEXT, percentile
-from .engine import Engine
-from .jobs import SpeechJob
 from .peers import PeerResult
+from .workload import BENCH_TEXT, percentile
 
 
 @dataclass

@@ -17,8 +17,7 @@ import torch
 from safetensors.torch import save_file
 
 from ..model.codec import SpeechTokenizer
-from ..model.codec_encoder import MIMI_DEFAULTS, CodecEncoderConfig
-from ..model.config import CodecDecoderConfig, TTSConfig
+from ..model.config import MIMI_DEFAULTS, CodecDecoderConfig, CodecEncoderConfig, TTSConfig
 from ..model.speaker_encoder import SpeakerEncoderConfig
 from ..model.talker import Talker
 from .codec_encoder_weights import random_encoder_weights

@@ -6,7 +6,7 @@ transformers releases, none of which this package depends on. A peer is given as
 that has its packages (a virtual environment's `bin/python`) or as a folder of its packages, put first on
 this interpreter's path (wheels installed with `pip install --target`). In that process:
 
-    python -m qwen3_tts_server.engine.peers official|faster --model DIR --speaker NAME --frames N \
+    python -m qwen3_tts_server.bench.peers official|faster --model DIR --speaker NAME --frames N \
         --audio-seconds S --runs K [--device cuda] [--dtype bfloat16]
 
 prints one JSON object (`PeerResult`). Every request makes exactly N frames: EOS cannot end it early.
@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..errors import TTSError
-from .bench_workload import BENCH_TEXT, percentile
+from .workload import BENCH_TEXT, percentile
 
 PEERS = ("official", "faster")
 FASTER_CHUNK_FRAMES = 8  # faster-qwen3-tts's published H100 figures stream 8-frame chunks
@@ -66,7 +66,7 @@ def measure_peer(
     else:
         python, path = where, [source]
     env["PYTHONPATH"] = os.pathsep.join(path + [p for p in env.get("PYTHONPATH", "").split(os.pathsep) if p])
-    command = [python, "-m", "qwen3_tts_server.engine.peers", peer, "--model", str(model), "--speaker", speaker]
+    command = [python, "-m", "qwen3_tts_server.bench.peers", peer, "--model", str(model), "--speaker", speaker]
     command += ["--frames", str(frames), "--audio-seconds", str(audio_seconds), "--runs", str(runs)]
     command += ["--device", device, "--dtype", dtype]
     done = subprocess.run(command, env=env, capture_output=True, text=True)
@@ -160,7 +160,7 @@ def _run(args: argparse.Namespace) -> PeerResult:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(prog="python -m qwen3_tts_server.engine.peers")
+    parser = argparse.ArgumentParser(prog="python -m qwen3_tts_server.bench.peers")
     parser.add_argument("peer", choices=PEERS)
     parser.add_argument("--model", required=True, help="checkpoint directory")
     parser.add_argument("--speaker", required=True)
