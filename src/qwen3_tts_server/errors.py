@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from .http_contract import error_object
+
 
 class TTSError(Exception):
     """Base class: a message meant for the user, never a traceback."""
@@ -94,12 +96,6 @@ def invalid_value(errors: Sequence[Mapping]) -> InvalidValueError:
     return InvalidValueError(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
 
 
-def error_type(status: int) -> str:
-    if status == 401:
-        return "authentication_error"
-    return "invalid_request_error" if status < 500 else "server_error"
-
-
 def error_body(exc: TTSError) -> dict:
-    """OpenAI's error object for `exc`: message, type, param and code, all four always present."""
-    return {"message": str(exc), "type": error_type(exc.status), "param": getattr(exc, "param", None), "code": exc.code}
+    """OpenAI's error object for `exc`."""
+    return error_object(exc.status, str(exc), exc.code, getattr(exc, "param", None))

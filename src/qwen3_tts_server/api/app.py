@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
+from ..http_contract import OPEN_PATHS, UNAUTHORIZED_CODE, UNAUTHORIZED_MESSAGE, key_accepted
 from ..service.audio_cache import AudioCache
 from ..service.cloning import VoiceCloner
 from ..service.metrics import CacheCounts, Metrics
@@ -18,7 +19,6 @@ from ..service.speech import SpeechService
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 from ..text.frontend import warm_up as warm_up_text
 from . import discovery, operations, realtime, speech, voices
-from .auth import OPEN_PATHS, bearer_matches
 from .errors import envelope, install_error_handlers, limit_upload_size
 from .observability import InFlight, RequestObserver
 
@@ -76,8 +76,8 @@ def create_app(
 
         @app.middleware("http")
         async def require_key(request: Request, call_next):
-            if request.url.path not in OPEN_PATHS and not bearer_matches(request.headers.get("authorization"), api_key):
-                return envelope(401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key")
+            if request.url.path not in OPEN_PATHS and not key_accepted(api_key, request.headers.get("authorization")):
+                return envelope(401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
             return await call_next(request)
 
     # Outermost: it sees every request, those refused with 401 or 413 included.

@@ -7,15 +7,15 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..errors import EngineBusyError, TTSError, error_body, error_type, invalid_value
+from ..errors import EngineBusyError, TTSError, error_body, invalid_value
+from ..http_contract import error_object
 from .schemas import MAX_UPLOAD_BYTES
 
 MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
-    body = {"message": message, "type": error_type(status), "param": param, "code": code}
-    return JSONResponse({"error": body}, status_code=status)
+    return JSONResponse({"error": error_object(status, message, code, param)}, status_code=status)
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -5,14 +5,14 @@ from __future__ import annotations
 from fastapi import APIRouter, Request
 from fastapi.responses import Response
 
-from ..service.metrics import CONTENT_TYPE
+from ..http_contract import METRICS_CONTENT_TYPE
 
 router = APIRouter()
 
 
 @router.get("/metrics", include_in_schema=False)
 async def metrics(request: Request) -> Response:
-    return Response(request.app.state.metrics.exposition(), media_type=CONTENT_TYPE)
+    return Response(request.app.state.metrics.exposition(), media_type=METRICS_CONTENT_TYPE)
 
 
 @router.post("/cache/clear")

@@ -4,16 +4,15 @@ from __future__ import annotations
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
 
+from ..http_contract import key_accepted
 from ..service.realtime import RealtimeSession
-from .auth import bearer_matches
 
 router = APIRouter()
 
 
 def authorized(websocket: WebSocket, api_key: str | None) -> bool:
     """The key as a bearer header, or as `?api_key=` for browsers, which cannot set WebSocket headers."""
-    headers, query = websocket.headers, websocket.query_params
-    return bearer_matches(headers.get("authorization"), api_key) or bearer_matches(query.get("api_key"), api_key)
+    return key_accepted(api_key, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
 
 
 @router.websocket("/v1/audio/speech/ws")

@@ -4,12 +4,12 @@ a worker is started for a request, everything else proxied, and one log line per
 from __future__ import annotations
 
 import asyncio
-import hmac
 import logging
 import os
 import time
 from urllib.parse import parse_qs
 
+from ..http_contract import METRICS_CONTENT_TYPE, UNAUTHORIZED_CODE, UNAUTHORIZED_MESSAGE, error_object, key_accepted
 from ..resources import resident_memory_bytes
 from .asgi import (
     CLIENT_CLOSED,
@@ -19,7 +19,6 @@ from .asgi import (
     Send,
     WorkerLost,
     close_with_error,
-    error_body,
     send_error,
     send_json,
     send_text,
@@ -29,7 +28,6 @@ from .worker import Worker, WorkerUnavailable
 
 log = logging.getLogger("qwen3_tts_server.gateway.request")
 WS_POLICY_VIOLATION = 1008
-METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
 
 
 class GatewayApp:
@@ -100,9 +98,9 @@ class GatewayApp:
         started = time.perf_counter()
         outcome = Outcome(CLIENT_CLOSED)
         try:
-            if not self._authorized(_header(scope, b"authorization")):
+            if not key_accepted(self.settings.api_key, _header(scope, b"authorization")):
                 outcome.status = 401
-                await send_error(send, 401, "missing or wrong API key (Authorization: Bearer ...)", "invalid_api_key")
+                await send_error(send, 401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
                 return
             from .proxy import proxy_http  # loaded with the first proxied request: an idle gateway stays small
 
@@ -123,7 +121,7 @@ class GatewayApp:
         if (await receive())["type"] != "websocket.connect":
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if not self._authorized(_header(scope, b"authorization"), query.get("api_key", [None])[0]):
+        if not key_accepted(self.settings.api_key, _header(scope, b"authorization"), query.get("api_key", [None])[0]):
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION, "reason": "missing or wrong API key"})
             self._log("WEBSOCKET", scope, Outcome(WS_POLICY_VIOLATION), started)
@@ -136,16 +134,9 @@ class GatewayApp:
                 code = await proxy_websocket(scope, receive, send, upstream.ws_base)
         except WorkerUnavailable as exc:
             await send({"type": "websocket.accept"})
-            code = await close_with_error(send, error_body(503, str(exc), "worker_unavailable"))
+            code = await close_with_error(send, error_object(503, str(exc), "worker_unavailable"))
         finally:
             self._log("WEBSOCKET", scope, Outcome(code), started)
-
-    def _authorized(self, authorization: str | None, query_key: str | None = None) -> bool:
-        key = self.settings.api_key
-        if not key:
-            return True
-        given = [(authorization or "").removeprefix("Bearer "), query_key or ""]  # browsers can only use the query
-        return any(hmac.compare_digest(candidate.encode(), key.encode()) for candidate in given)
 
     def _log(self, method: str, scope: Scope, outcome: Outcome, started: float) -> None:
         fields = {

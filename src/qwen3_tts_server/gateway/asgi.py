@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..errors import error_type
+from ..http_contract import error_object
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -33,11 +33,6 @@ class WorkerLost(Exception):
     it sees an incomplete response rather than a silently short one."""
 
 
-def error_body(status: int, message: str, code: str) -> dict[str, Any]:
-    """OpenAI's error object, typed like the worker's own errors."""
-    return {"message": message, "type": error_type(status), "param": None, "code": code}
-
-
 async def send_json(send: Send, status: int, payload: Any) -> None:
     await _send_body(send, status, json.dumps(payload).encode(), "application/json")
 
@@ -53,7 +48,7 @@ async def _send_body(send: Send, status: int, body: bytes, content_type: str) ->
 
 
 async def send_error(send: Send, status: int, message: str, code: str) -> None:
-    await send_json(send, status, {"error": error_body(status, message, code)})
+    await send_json(send, status, {"error": error_object(status, message, code)})
 
 
 async def close_with_error(send: Send, error: dict[str, Any]) -> int:

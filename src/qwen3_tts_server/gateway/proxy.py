@@ -12,7 +12,8 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from .asgi import CLIENT_CLOSED, Outcome, Receive, Scope, Send, WorkerLost, close_with_error, error_body, send_error
+from ..http_contract import error_object
+from .asgi import CLIENT_CLOSED, Outcome, Receive, Scope, Send, WorkerLost, close_with_error, send_error
 
 HOP_BY_HOP = frozenset(
     {b"connection", b"keep-alive", b"proxy-authenticate", b"proxy-authorization", b"te", b"trailer", b"upgrade"}
@@ -110,7 +111,7 @@ async def _until_disconnect(receive: Receive, body_done: asyncio.Event) -> None:
 
 
 def _worker_lost_error() -> dict:
-    return error_body(502, "the worker went away before the response was complete", "worker_lost")
+    return error_object(502, "the worker went away before the response was complete", "worker_lost")
 
 
 async def proxy_websocket(scope: Scope, receive: Receive, send: Send, ws_base: str) -> int:
