@@ -8,19 +8,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from qwen3_tts_server.text.scripts import CJK_RANGES
 from qwen3_tts_server.text.segment import IncrementalSegmenter, speech_segments, split_sentences
 
-CJK = (
-    "\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff"
-)  # Hangul, CJK punctuation, kana, Han, full-width forms
 LANGUAGES = [None, "english", "german", "french", "spanish", "italian", "portuguese", "russian", "chinese"]
 LANGUAGES += ["japanese", "korean"]
 
 
 def words(text: str) -> list[str]:
     """Whitespace-separated words, each CJK character a word of its own."""
-    return re.findall(rf"[{CJK}]|[^\s{CJK}]+", text)
+    return re.findall(rf"[{CJK_RANGES}]|[^\s{CJK_RANGES}]+", text)
 
 
 def visible(text: str) -> str:

@@ -5,11 +5,11 @@ and each is normalised (numbers, dates, symbols, ... in words) in its language u
 from __future__ import annotations
 
 import functools
-import unicodedata
 from dataclasses import dataclass
 
 from .language import detect_language
 from .normalize import LANGUAGES, normalize
+from .scripts import is_cjk
 from .segment import speech_segments, split_sentences
 
 SEGMENT_MAX_CHARS = 300  # about 20 s of speech: long enough for natural prosody, short enough to pipeline
@@ -37,7 +37,7 @@ def _text_segments(text: str, language: str, normalize_text: bool, max_chars: in
     for run_language, run_text in runs:
         known = run_language if run_language in LANGUAGES else None
         # Undetected text is still read in words: as English when it is not in a CJK script (the model gets Auto).
-        reading = known or ("chinese" if any(map(_is_cjk, run_text)) else "english")
+        reading = known or ("chinese" if any(map(is_cjk, run_text)) else "english")
         for source in speech_segments(run_text, known, max_chars):
             spoken = normalize(source, reading) if normalize_text else source
             segments.append(TextSegment(source, spoken, run_language))
@@ -55,14 +55,10 @@ def _language_runs(text: str) -> list[tuple[str, str]]:
         run_language = detected or (runs[-1][0] if runs else known[0])
         if runs and runs[-1][0] == run_language:
             previous = runs[-1][1]
-            runs[-1] = (run_language, previous + ("" if _is_cjk(previous[-1]) else " ") + sentence)
+            runs[-1] = (run_language, previous + ("" if is_cjk(previous[-1]) else " ") + sentence)
         else:
             runs.append((run_language, sentence))
     return runs
-
-
-def _is_cjk(char: str) -> bool:
-    return unicodedata.east_asian_width(char) in "WF"
 
 
 def warm_up() -> None:

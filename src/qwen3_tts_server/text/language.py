@@ -15,6 +15,8 @@ import threading
 
 from lingua import Language, LanguageDetector, LanguageDetectorBuilder
 
+from .scripts import HAN_RANGES, HANGUL_RANGES, KANA_RANGES
+
 LATIN_LANGUAGES = {
     Language.ENGLISH: "english",
     Language.GERMAN: "german",
@@ -28,9 +30,9 @@ MIN_RELATIVE_DISTANCE = 0.1
 MIN_LATIN_WORDS = 2  # one word ("Pizza", "Hello", "OK") is a loanword or a wrong guess too often
 
 _SCRIPTS = {
-    "hangul": re.compile("[\u1100-\u11ff\u3130-\u318f\uac00-\ud7af]"),
-    "kana": re.compile("[\u3040-\u30ff\u31f0-\u31ff\uff66-\uff9f]"),
-    "han": re.compile("[\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\U00020000-\U0003ffff]"),
+    "hangul": re.compile(f"[{HANGUL_RANGES}]"),
+    "kana": re.compile(f"[{KANA_RANGES}]"),
+    "han": re.compile(f"[{HAN_RANGES}]"),
     "cyrillic": re.compile("[\u0400-\u052f]"),
     "latin": re.compile("[A-Za-z\u00c0-\u00d6\u00d8-\u00f6\u00f8-\u024f\u1e00-\u1eff]"),
 }

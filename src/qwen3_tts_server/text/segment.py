@@ -22,6 +22,8 @@ from functools import cache
 
 import pysbd
 
+from .scripts import is_cjk
+
 PYSBD_CODES = {
     "chinese": "zh",
     "english": "en",
@@ -41,11 +43,6 @@ _OPENERS = "\"'([{«‹“‘「『《（〈【〔¿¡"
 _LATIN_ENDS = ".!?…"
 _CJK_ENDS = "。！？｡"
 _CJK_CLAUSES = "、，；：﹐"
-_CJK = (
-    "\u1100-\u11ff\u2e80-\u2fdf\u3000-\u30ff\u3130-\u318f\u31f0-\u31ff\u3400-\u4dbf\u4e00-\u9fff"
-    "\uac00-\ud7af\uf900-\ufaff\ufe30-\ufe4f\uff00-\uffef\U00020000-\U0003ffff"
-)
-_CJK_CHAR = re.compile(f"[{_CJK}]")
 _MARK = re.compile(rf"\n|(?:[.!?…]+|[。！？｡]+|[,;:—–]|[、，；：﹐]+)[{re.escape(_CLOSERS)}]*")
 _SPEAKABLE = re.compile(r"[^\W_]")  # a letter or a digit
 _VISIBLE = re.compile(r"\S")
@@ -76,16 +73,12 @@ class _Break(Enum):
     SENTENCE = "sentence"
 
 
-def _is_cjk(char: str) -> bool:
-    return _CJK_CHAR.match(char) is not None
-
-
 def _clean(text: str, cut: int) -> bool:
     """A cut here splits no word: whitespace or a CJK character on one side."""
     if cut <= 0 or cut >= len(text):
         return True
     left, right = text[cut - 1], text[cut]
-    return left.isspace() or right.isspace() or _is_cjk(left) or _is_cjk(right)
+    return left.isspace() or right.isspace() or is_cjk(left) or is_cjk(right)
 
 
 def _last_word(text: str, start: int, end: int) -> str:

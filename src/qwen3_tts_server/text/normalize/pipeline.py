@@ -9,6 +9,7 @@ import re
 import threading
 import unicodedata
 
+from ..scripts import is_cjk
 from .language import Language, Rule
 from .shared_rules import shared_rules
 from .web_addresses import continues_address, read_address, split_addresses
@@ -82,11 +83,7 @@ def _apart(before: str, words: str) -> bool:
 
 
 def _runs_on(left: str, right: str) -> bool:
-    return left.isalnum() and right.isalnum() and not (_wide(left) and _wide(right))
-
-
-def _wide(char: str) -> bool:
-    return unicodedata.east_asian_width(char) in "WF"
+    return left.isalnum() and right.isalnum() and not (is_cjk(left) and is_cjk(right))
 
 
 def _join(pieces: list[str]) -> str:

@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import re
 
+from ..scripts import CJK_RANGES
 from .language import Language
 
 _TOP_LEVEL = {
     "com", "net", "org", "edu", "gov", "mil", "int", "io", "ai", "co", "uk", "de", "fr", "es", "it", "pt", "br",
     "ru", "cn", "jp", "kr", "eu", "us", "ca", "au", "info", "biz", "tv", "app", "dev", "ch", "nl", "online", "site",
 }  # fmt: skip
-_WIDE = "\u1100-\u11ff\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff\uff00-\uffef"  # CJK, kana, hangul: no spaces
-NARROW_LETTER = rf"[^\W\d_{_WIDE}]"  # a letter of a script that puts spaces between words
-_NARROW_ALNUM = rf"[^\W_{_WIDE}]"
+NARROW_LETTER = rf"[^\W\d_{CJK_RANGES}]"  # a letter of a script that puts spaces between words
+_NARROW_ALNUM = rf"[^\W_{CJK_RANGES}]"
 _URL_CHARACTER = r"[A-Za-z0-9\-._~:/?#\[\]@!$&()*+,;=%]"  # RFC 3986: an address ends at "，" or "。"
 _ADDRESS = re.compile(
     rf"(?<!{NARROW_LETTER})(?<![._%+@/-])(?:"
