@@ -60,15 +60,15 @@ def main() -> None:
         for size in args.sizes:
             model = Qwen3TTSModel.load(make_test_model(Path(tmp) / size, size=size, model_type="base", seed=0))
             text = "A ten second reference recording for the benchmark."
-            model.create_voice_prompt(load_reference(data), text)  # warm-up
+            model.voice_encoder.encode(load_reference(data), text)  # warm-up
             in_context = median_seconds(
-                lambda m=model, t=text: m.create_voice_prompt(load_reference(data), t), args.repeats
+                lambda m=model, t=text: m.voice_encoder.encode(load_reference(data), t), args.repeats
             )
             x_vector = median_seconds(
-                lambda m=model: m.create_voice_prompt(load_reference(data), x_vector_only=True), args.repeats
+                lambda m=model: m.voice_encoder.encode(load_reference(data), x_vector_only=True), args.repeats
             )
             intake = median_seconds(lambda: load_reference(data), args.repeats)
-            voice = model.create_voice_prompt(load_reference(data), text)
+            voice = model.voice_encoder.encode(load_reference(data), text)
             voice.save(Path(tmp) / f"voice-{size}")
             reuse = median_seconds(lambda s=size: VoicePrompt.load(Path(tmp) / f"voice-{s}"), 20)
             row = {

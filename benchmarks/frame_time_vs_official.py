@@ -25,7 +25,7 @@ import qwen_tts_oracle_stubs  # noqa: E402,F401  (must precede qwen_tts)
 import torch  # noqa: E402
 from qwen_tts import Qwen3TTSModel as OfficialModel  # noqa: E402
 
-from qwen3_tts_server.model.prompt import VoiceRequest  # noqa: E402
+from qwen3_tts_server.model.prompt import SpeechInput  # noqa: E402
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
 from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 
@@ -55,7 +55,7 @@ def time_official(model: OfficialModel, frames: int) -> float:
 
 
 def time_ours(model: Qwen3TTSModel, frames: int) -> float:
-    request = VoiceRequest(TEXT, "English", "Vivian")
+    request = SpeechInput(TEXT, "English", "Vivian")
     started = time.perf_counter()
     result = model.generate([request], model.sampling().greedy(), max_frames=frames, suppress_eos=True)[0]
     elapsed = time.perf_counter() - started

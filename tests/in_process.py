@@ -9,6 +9,10 @@ import httpx
 import openai
 from fastapi import FastAPI
 
+from qwen3_tts_server.api.app import create_app
+from qwen3_tts_server.config import Settings
+from qwen3_tts_server.engine.model_manager import ModelManager
+
 Scenario = Callable[[openai.AsyncOpenAI, httpx.AsyncClient], Awaitable]
 
 
@@ -23,3 +27,12 @@ def run_in_app(app: FastAPI, scenario: Scenario, api_key: str = "unused"):
                 return await scenario(client, http)
 
     return asyncio.run(main())
+
+
+def make_app(model, **settings) -> FastAPI:
+    """An app for tests: `model` (a Qwen3TTSModel or a ModelManager) and `settings` over test defaults (no
+    output cache, no request timeout, the model id "tiny")."""
+    if not isinstance(model, ModelManager):
+        model = ModelManager.fixed(model)
+    defaults = {"model_id": "tiny", "audio_cache_max": 0, "request_timeout": 0}
+    return create_app(Settings.load(**{**defaults, **settings}), model)

@@ -8,11 +8,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.prompt import SpeechInput
 
-ENGLISH = VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian")
-CHINESE = VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
-SHORT = VoiceRequest("Yes.", "English", "Ryan")
+ENGLISH = SpeechInput("Hello world, this is a test of the server.", "English", "Vivian")
+CHINESE = SpeechInput("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
+SHORT = SpeechInput("Yes.", "English", "Ryan")
 
 
 @dataclass

@@ -11,9 +11,7 @@ import av
 import openai
 import pytest
 
-from in_process import run_in_app
-from qwen3_tts_server.api.app import create_app
-from qwen3_tts_server.engine.model_manager import ModelManager
+from in_process import make_app, run_in_app
 
 FORMAT_RATES = {"wav": 24000, "mp3": 24000, "flac": 24000, "opus": 48000, "aac": 24000}
 
@@ -21,9 +19,9 @@ FORMAT_RATES = {"wav": 24000, "mp3": 24000, "flac": 24000, "opus": 48000, "aac":
 @pytest.fixture(scope="module")
 def api(models, tmp_path_factory):
     """(run, client factory): `run(coro_fn)` runs coro_fn(openai_client, httpx_client) with the app up."""
-    app = create_app(
-        ModelManager.fixed(models["custom_voice"]),
-        "tiny-custom-voice",
+    app = make_app(
+        models["custom_voice"],
+        model_id="tiny-custom-voice",
         data_dir=tmp_path_factory.mktemp("data"),
         max_batch_size=4,
     )
@@ -112,7 +110,7 @@ def test_whole_file_has_content_length(api):
     ("body", "status", "param", "message"),
     [
         ({"voice": "zed", "input": "Hi."}, 404, "voice", "unknown voice 'zed'"),
-        ({"voice": "alloy", "input": "   "}, 400, "text", "text is empty"),
+        ({"voice": "alloy", "input": "   "}, 400, "input", "input is empty"),
         ({"voice": "alloy", "input": "x" * 4097}, 400, "input", "at most 4096"),
         ({"voice": "alloy"}, 400, "input", "required"),
         ({"voice": "alloy", "input": "Hi.", "speed": 9}, 400, "speed", "less than or equal to 4"),
@@ -179,9 +177,7 @@ def test_seed_compatible_stream_paths(api):
 
 
 def test_api_key_guards_everything_but_the_probes(models, tmp_path):
-    app = create_app(
-        ModelManager.fixed(models["custom_voice"]), "tiny", api_key="s3cret", data_dir=tmp_path, max_batch_size=2
-    )
+    app = make_app(models["custom_voice"], model_id="tiny", api_key="s3cret", data_dir=tmp_path, max_batch_size=2)
 
     async def scenario(client, http):
         health = await http.get("/health")
@@ -220,9 +216,8 @@ def test_speed_changes_duration_not_pitch(api):
 
 
 def test_full_queue_answers_503_with_retry_after(models, tmp_path):
-    app = create_app(
-        ModelManager.fixed(models["custom_voice"]), "tiny", data_dir=tmp_path, max_batch_size=1, max_queue_depth=0
-    )
+    app = make_app(models["custom_voice"], model_id="tiny", data_dir=tmp_path, max_batch_size=1)
+    app.state.services.engine.max_queue_depth = 0  # no room to wait: every new request finds the queue full
 
     async def scenario(_, http):
         plain = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi."})

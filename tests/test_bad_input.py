@@ -9,13 +9,13 @@ import huggingface_hub.constants
 import pytest
 import torch
 
-from qwen3_tts_server.errors import CheckpointError, InvalidInputError, UnsupportedModelError
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnsupportedModelError
+from qwen3_tts_server.model.prompt import SpeechInput
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
 
 
 def _build(model, **fields):
-    return model.prompts.build(VoiceRequest(**{"text": "Hello.", "language": "English", **fields}))
+    return model.prompts.build(SpeechInput(**{"text": "Hello.", "language": "English", **fields}))
 
 
 def test_unknown_speaker_lists_the_valid_ones(models):
@@ -138,12 +138,12 @@ def test_hub_id_found_in_the_local_cache_offline(checkpoint_dirs, monkeypatch, t
 
 @pytest.mark.skipif(torch.cuda.is_available(), reason="checks the message on machines without CUDA")
 def test_cuda_requested_without_cuda(checkpoint_dirs):
-    with pytest.raises(InvalidInputError, match="CUDA is not available"):
+    with pytest.raises(ConfigurationError, match="CUDA is not available"):
         Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], device="cuda")
 
 
 def test_unknown_device_and_dtype(checkpoint_dirs):
-    with pytest.raises(InvalidInputError, match="unknown device"):
+    with pytest.raises(ConfigurationError, match="unknown device"):
         Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], device="tpu9")
-    with pytest.raises(InvalidInputError, match="unknown dtype"):
+    with pytest.raises(ConfigurationError, match="unknown dtype"):
         Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype="float8")

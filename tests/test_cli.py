@@ -56,7 +56,7 @@ def test_synth_writes_audio_and_codes(checkpoint_dirs, tmp_path):
 
 
 def test_synth_greedy_matches_the_library_and_reads_text_files(checkpoint_dirs, models, tmp_path):
-    from qwen3_tts_server.model.prompt import VoiceRequest
+    from qwen3_tts_server.model.prompt import SpeechInput
 
     text_file = tmp_path / "text.txt"
     text_file.write_text("巴适得很，走嘛。\n", encoding="utf-8")
@@ -79,7 +79,7 @@ def test_synth_greedy_matches_the_library_and_reads_text_files(checkpoint_dirs, 
     )
     assert result.returncode == 0, result.stderr
     model = models["custom_voice"]
-    expected = model.generate([VoiceRequest("巴适得很，走嘛。", "auto", "eric")], model.sampling().greedy(), 20)[0]
+    expected = model.generate([SpeechInput("巴适得很，走嘛。", "auto", "eric")], model.sampling().greedy(), 20)[0]
     np.testing.assert_array_equal(np.load(codes_out), expected.codes)
 
 

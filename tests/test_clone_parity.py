@@ -12,7 +12,7 @@ import pytest
 
 from parity_cases import CLONE_BATCHES, FIXTURE_DIR, MAX_FRAMES, REF_TEXT, REFERENCES, write_reference
 from qwen3_tts_server.audio.reference import load_reference
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.prompt import SpeechInput
 
 OFFICIAL = json.loads((FIXTURE_DIR / "official.json").read_text(encoding="utf-8"))
 
@@ -27,7 +27,7 @@ def references(tmp_path_factory) -> dict:
 def voices(models, references) -> dict:
     base = models["base"]
     return {
-        (name, x_vector_only): base.create_voice_prompt(references[name], REF_TEXT[name], x_vector_only=x_vector_only)
+        (name, x_vector_only): base.voice_encoder.encode(references[name], REF_TEXT[name], x_vector_only=x_vector_only)
         for name in REFERENCES
         for x_vector_only in (False, True)
     }
@@ -53,7 +53,7 @@ def test_speaker_embedding_and_codes_match_official(voices, name):
 
 def _clone_codes(model, voices, batch: list[dict]) -> list[list[list[int]]]:
     requests = [
-        VoiceRequest(
+        SpeechInput(
             text=case["text"],
             language=case["language"],
             voice=voices[(case["ref"], case.get("x_vector_only", False))],

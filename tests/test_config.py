@@ -13,7 +13,7 @@ import pytest
 
 from qwen3_tts_server.cli import build_parser
 from qwen3_tts_server.config import Settings, from_args
-from qwen3_tts_server.errors import InvalidInputError
+from qwen3_tts_server.errors import ConfigurationError
 
 SEED_NAMES = [
     "MODEL_ID",
@@ -97,7 +97,7 @@ def test_an_empty_value_unsets_an_optional_setting(clean_env, tmp_path):
 )
 def test_a_bad_value_names_its_variable(clean_env, name, value):
     clean_env.setenv(name, value)
-    with pytest.raises(InvalidInputError, match=f"{name}='{value}'"):
+    with pytest.raises(ConfigurationError, match=f"{name}='{value}'"):
         Settings.load()
 
 

@@ -8,8 +8,15 @@ import av
 import numpy as np
 import pytest
 
-from qwen3_tts_server.audio.encoding import FORMATS, StreamEncoder
+from qwen3_tts_server.audio.encoding import FORMATS, StreamEncoder, audio_format
 from qwen3_tts_server.errors import InvalidInputError
+
+SOURCE_RATE = 24000  # the test model's
+
+
+def encoder_for(name: str, sample_rate: int | None = None) -> StreamEncoder:
+    return StreamEncoder(*audio_format(name, sample_rate, SOURCE_RATE), SOURCE_RATE)
+
 
 RATE = 24000
 SECONDS = 2.0
@@ -21,7 +28,7 @@ def sine(seconds: float = SECONDS, rate: int = RATE, freq: float = 440.0) -> np.
 
 
 def encode_in_frames(name: str, audio: np.ndarray, sample_rate: int | None = None) -> list[bytes]:
-    encoder = StreamEncoder(name, sample_rate)
+    encoder = encoder_for(name, sample_rate)
     parts = [encoder.write(audio[i : i + 1920]) for i in range(0, len(audio), 1920)]
     return [*parts, encoder.close()]
 
@@ -80,7 +87,7 @@ def test_sample_rate_override_resamples():
 
 
 def test_media_types():
-    assert {name: StreamEncoder(name).media_type for name in FORMATS} == {
+    assert {name: encoder_for(name).media_type for name in FORMATS} == {
         "mp3": "audio/mpeg",
         "opus": "audio/ogg",
         "aac": "audio/aac",
@@ -102,14 +109,14 @@ def test_media_types():
 )
 def test_bad_format_or_rate(name, rate, message):
     with pytest.raises(InvalidInputError, match=message):
-        StreamEncoder(name, rate)
+        encoder_for(name, rate)
 
 
 @pytest.mark.parametrize("speed", [0.25, 0.5, 1.5, 2.0, 4.0])
 def test_tempo_keeps_pitch_and_scales_duration(speed):
     from qwen3_tts_server.audio.tempo import Tempo
 
-    tempo = Tempo(speed)
+    tempo = Tempo(speed, SOURCE_RATE)
     audio = sine(seconds=4.0)
     out = np.concatenate([tempo.process(audio[i : i + 1920]) for i in range(0, len(audio), 1920)] + [tempo.flush()])
     assert abs(len(out) / RATE - 4.0 / speed) < 0.05 * 4.0 / speed + 0.02

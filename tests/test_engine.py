@@ -13,14 +13,14 @@ from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
 from qwen3_tts_server.errors import EngineBusyError, InvalidInputError, RequestTimeoutError
 from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.prompt import SpeechInput
 
 REQUESTS = [
-    VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian"),
-    VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena"),
-    VoiceRequest("巴适得很，走嘛。", "Auto", "Eric"),
-    VoiceRequest("Guten Morgen! Wie geht es dir heute?", "Auto", "Ryan"),
-    VoiceRequest("Bonjour à tous.", "French", "Sohee", whole_text=False),
+    SpeechInput("Hello world, this is a test of the server.", "English", "Vivian"),
+    SpeechInput("今天天气很好，我们去公园散步吧。", "Chinese", "Serena"),
+    SpeechInput("巴适得很，走嘛。", "Auto", "Eric"),
+    SpeechInput("Guten Morgen! Wie geht es dir heute?", "Auto", "Ryan"),
+    SpeechInput("Bonjour à tous.", "French", "Sohee", whole_text=False),
 ]
 
 
@@ -30,6 +30,11 @@ def schedule_sizes(total: int, schedule=(1, 2, 4, 8)) -> list[int]:
     while sum(sizes) < total:
         sizes.append(min(schedule[min(len(sizes), len(schedule) - 1)], total - sum(sizes)))
     return sizes
+
+
+def job_for(model, request: SpeechInput, params, **options) -> SpeechJob:
+    """An engine job for `request`, prepared (checked and tokenized) as the service prepares it."""
+    return SpeechJob(model.prompts.prepare(request), params, **options)
 
 
 async def collect(stream) -> tuple[np.ndarray, np.ndarray, list]:
@@ -59,7 +64,7 @@ def test_staggered_concurrent_requests_get_their_solo_codes(models, sampled, sta
     async def scenario(engine):
         tasks = []
         for request, p in zip(REQUESTS, params, strict=True):
-            stream = engine.submit(SpeechJob(request, p, max_frames=30))
+            stream = engine.submit(job_for(model, request, p, max_frames=30))
             tasks.append(asyncio.create_task(collect(stream)))
             await asyncio.sleep(0.05)  # join a running batch at different frames
         return await asyncio.gather(*tasks)
@@ -76,7 +81,7 @@ def test_streamed_audio_equals_the_offline_decode(models):
     model = models["custom_voice"]
 
     async def scenario(engine):
-        job = SpeechJob(REQUESTS[1], model.sampling(seed=3), max_frames=80, chunk_schedule=(1, 2, 4, 8))
+        job = job_for(model, REQUESTS[1], model.sampling(seed=3), max_frames=80, chunk_schedule=(1, 2, 4, 8))
         return await collect(engine.submit(job))
 
     codes, audio, chunks = run_engine(model, scenario)
@@ -88,10 +93,10 @@ def test_cancelling_frees_the_row_within_a_step(models):
     model = models["custom_voice"]
 
     async def scenario(engine):
-        long = engine.submit(SpeechJob(REQUESTS[0], model.sampling(seed=1), max_frames=500, suppress_eos=True))
+        long = engine.submit(job_for(model, REQUESTS[0], model.sampling(seed=1), max_frames=500, suppress_eos=True))
         first = await long.__anext__()
         await long.aclose()
-        short = SpeechJob(REQUESTS[2], model.sampling().greedy(), max_frames=5)
+        short = job_for(model, REQUESTS[2], model.sampling().greedy(), max_frames=5)
         codes, _, _ = await asyncio.wait_for(collect(engine.submit(short)), timeout=60)
         return first, codes, engine
 
@@ -105,21 +110,21 @@ def test_full_queue_is_refused_at_once(models):
     engine = Engine(model, max_batch_size=1, max_queue_depth=1)  # not started: nothing leaves the queue
 
     async def scenario():
-        engine.submit(SpeechJob(REQUESTS[0], model.sampling()))
+        engine.submit(job_for(model, REQUESTS[0], model.sampling()))
         with pytest.raises(EngineBusyError, match="busy"):
-            engine.submit(SpeechJob(REQUESTS[1], model.sampling()))
-        later = engine.submit(SpeechJob(REQUESTS[1], model.sampling(), continuation=True))
-        return later.queue_position, engine.waiting
+            engine.submit(job_for(model, REQUESTS[1], model.sampling()))
+        engine.submit(job_for(model, REQUESTS[1], model.sampling(), continuation=True))
+        return [handle.job.continuation for handle in engine._interactive], engine.waiting
 
     # A request's next segment is never refused and goes to the front of the queue.
-    assert asyncio.run(scenario()) == (0, 2)
+    assert asyncio.run(scenario()) == ([True, False], 2)
 
 
 def test_timeout_ends_the_job_with_a_typed_error(models):
     model = models["custom_voice"]
 
     async def scenario(engine):
-        job = SpeechJob(REQUESTS[0], model.sampling(seed=2), max_frames=2000, suppress_eos=True, timeout=0.3)
+        job = job_for(model, REQUESTS[0], model.sampling(seed=2), max_frames=2000, suppress_eos=True, timeout=0.3)
         with pytest.raises(RequestTimeoutError, match="0.3 s limit"):
             await collect(engine.submit(job))
         return engine.active
@@ -132,9 +137,10 @@ def test_interactive_jobs_are_admitted_before_whole_file_jobs(models):
     engine = Engine(model, max_batch_size=1, max_prefills_per_step=1)
 
     async def scenario():
-        whole_file = engine.submit(SpeechJob(REQUESTS[0], model.sampling().greedy(), max_frames=3, interactive=False))
-        interactive = engine.submit(SpeechJob(REQUESTS[1], model.sampling().greedy(), max_frames=3))
-        assert (interactive.queue_position, whole_file.queue_position) == (0, 1)
+        whole_file = engine.submit(
+            job_for(model, REQUESTS[0], model.sampling().greedy(), max_frames=3, interactive=False)
+        )
+        interactive = engine.submit(job_for(model, REQUESTS[1], model.sampling().greedy(), max_frames=3))
         engine.start()
         order = []
 
@@ -155,9 +161,9 @@ def test_bad_request_fails_its_stream_only(models):
     model = models["custom_voice"]
 
     async def scenario(engine):
-        bad = engine.submit(SpeechJob(VoiceRequest("Hi.", "English", "nobody"), model.sampling()))
-        good = engine.submit(SpeechJob(REQUESTS[2], model.sampling().greedy(), max_frames=4))
-        with pytest.raises(InvalidInputError, match="unknown speaker"):
+        bad = engine.submit(job_for(model, REQUESTS[0], model.sampling(), max_frames=0))
+        good = engine.submit(job_for(model, REQUESTS[2], model.sampling().greedy(), max_frames=4))
+        with pytest.raises(InvalidInputError, match="max_frames must be >= 1"):
             await collect(bad)
         codes, _, _ = await collect(good)
         return codes
@@ -180,7 +186,7 @@ def test_event_loop_keeps_ticking_during_generation(models):
                 last = now
 
         tick = asyncio.create_task(ticker())
-        jobs = [SpeechJob(r, model.sampling(seed=5), max_frames=40, suppress_eos=True) for r in REQUESTS[:3]]
+        jobs = [job_for(model, r, model.sampling(seed=5), max_frames=40, suppress_eos=True) for r in REQUESTS[:3]]
         await asyncio.gather(*(collect(engine.submit(job)) for job in jobs))
         done.set()
         await tick
@@ -190,16 +196,17 @@ def test_event_loop_keeps_ticking_during_generation(models):
     assert len(gaps) > 20 and max(gaps) < 0.5
 
 
-def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs):
+def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs, models):
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
     from qwen3_tts_server.model.tts_model import Qwen3TTSModel
 
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=0.5)
     engine = Engine(manager).start()
+    model = models["custom_voice"]  # the same checkpoint: it prepares the jobs
 
     async def scenario():
         assert manager.state is ModelState.UNLOADED
-        first = [collect(engine.submit(SpeechJob(r, _greedy_defaults(), max_frames=3))) for r in REQUESTS[:2]]
+        first = [collect(engine.submit(job_for(model, r, _greedy_defaults(), max_frames=3))) for r in REQUESTS[:2]]
         await asyncio.gather(*first)
         assert manager.loads == 1 and manager.state is ModelState.READY
         for _ in range(100):
@@ -207,7 +214,7 @@ def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs):
                 break
             await asyncio.sleep(0.05)
         assert manager.state is ModelState.UNLOADED and engine.generator is None
-        codes, _, _ = await collect(engine.submit(SpeechJob(REQUESTS[2], _greedy_defaults(), max_frames=3)))
+        codes, _, _ = await collect(engine.submit(job_for(model, REQUESTS[2], _greedy_defaults(), max_frames=3)))
         assert manager.loads == 2 and len(codes) >= 2
 
     try:
@@ -242,7 +249,8 @@ def test_a_checkpoint_that_cannot_load_fails_the_waiting_requests(tmp_path, mode
 
     async def scenario():
         with pytest.raises(CheckpointError, match="does not exist"):
-            await collect(engine.submit(SpeechJob(REQUESTS[0], models["custom_voice"].sampling())))
+            model = models["custom_voice"]
+            await collect(engine.submit(job_for(model, REQUESTS[0], model.sampling())))
 
     try:
         asyncio.run(scenario())
@@ -252,24 +260,26 @@ def test_a_checkpoint_that_cannot_load_fails_the_waiting_requests(tmp_path, mode
 
 
 @pytest.mark.parametrize("kind", ["custom_voice", "voice_design", "base"])
-def test_warm_up_runs_for_every_model_type(models, kind):
-    from qwen3_tts_server.engine.model_manager import warm_up
+def test_warm_up_speaks_two_frames_with_every_model_type(models, kind):
+    from qwen3_tts_server.engine.model_manager import warm_up_model
 
-    warm_up(models[kind])
+    model = models[kind]
+    audio = warm_up_model(model)
+    assert audio.shape == (2 * model.samples_per_frame,)
+    assert np.isfinite(audio).all() and np.abs(audio).max() > 1e-4
 
 
-def test_int16_chunks_and_the_hard_frame_cap(models):
+def test_the_hard_frame_cap_ends_a_job_as_cut(models):
     model = models["custom_voice"]
 
     async def scenario(engine):
-        job = SpeechJob(REQUESTS[0], model.sampling(seed=4), max_frames=50, suppress_eos=True, pcm="int16")
+        job = job_for(model, REQUESTS[0], model.sampling(seed=4), max_frames=50, suppress_eos=True)
         return await collect(engine.submit(job))
 
     codes, audio, chunks = run_engine(model, scenario, max_frames_cap=6)
     assert len(codes) == 6 and chunks[-1].finish_reason == "length"
-    assert audio.dtype == np.int16 and len(audio) == 6 * 1920
-    expected = np.round(np.clip(model.decode(codes), -1, 1) * 32767).astype(np.int16)
-    assert np.abs(audio.astype(np.int32) - expected.astype(np.int32)).max() <= 1
+    assert audio.dtype == np.float32 and len(audio) == 6 * 1920
+    assert np.abs(audio - model.decode(codes)).max() <= 1e-5
 
 
 def test_preload_loads_before_the_first_request(checkpoint_dirs):
@@ -289,7 +299,7 @@ def test_zero_frame_budget_is_refused_on_its_stream(models):
 
     async def scenario(engine):
         with pytest.raises(InvalidInputError, match="max_frames must be >= 1"):
-            await collect(engine.submit(SpeechJob(REQUESTS[0], model.sampling(), max_frames=0)))
+            await collect(engine.submit(job_for(model, REQUESTS[0], model.sampling(), max_frames=0)))
 
     run_engine(model, scenario)
 
@@ -300,8 +310,8 @@ def test_in_context_voice_streams_what_the_offline_decode_with_its_reference_giv
 
     model = models["base"]
     reference = load_reference(write_reference(tmp_path, "ref_16k_mono.wav").read_bytes())
-    voice = model.create_voice_prompt(reference, REF_TEXT["ref_16k_mono.wav"])
-    job = SpeechJob(VoiceRequest("A cloned voice, streamed.", "English", voice=voice), model.sampling().greedy())
+    voice = model.voice_encoder.encode(reference, REF_TEXT["ref_16k_mono.wav"])
+    job = job_for(model, SpeechInput("A cloned voice, streamed.", "English", voice=voice), model.sampling().greedy())
 
     async def scenario(engine):
         first = await collect(engine.submit(job))

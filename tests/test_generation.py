@@ -8,12 +8,12 @@ import torch
 
 from qwen3_tts_server.errors import InvalidInputError
 from qwen3_tts_server.model.generation import MIN_FRAMES, FrameGenerator
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.prompt import SpeechInput
 from qwen3_tts_server.model.sampling import RowSampling, choose, stream_uniform
 from qwen3_tts_server.model.tts_model import BUDGET_BASE_FRAMES, BUDGET_FRAMES_PER_TOKEN, Qwen3TTSModel
 
-ENGLISH = VoiceRequest("Hello world, this is a test of the server.", "English", "Vivian")
-CHINESE = VoiceRequest("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
+ENGLISH = SpeechInput("Hello world, this is a test of the server.", "English", "Vivian")
+CHINESE = SpeechInput("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")
 
 
 def _codes(model, requests, params, max_frames=16):
@@ -80,7 +80,7 @@ def test_top_k_one_and_tiny_top_p_sample_the_argmax(models):
 
 def test_sampling_stays_out_of_the_control_range_and_respects_the_minimum(models):
     model = models["voice_design"]
-    request = VoiceRequest("Short.", "English", instruct="A whisper.")
+    request = SpeechInput("Short.", "English", instruct="A whisper.")
     for seed in range(6):
         result = model.generate([request], model.sampling(seed=seed, temperature=1.5), max_frames=30)[0]
         assert len(result.codes) >= MIN_FRAMES
@@ -89,8 +89,8 @@ def test_sampling_stays_out_of_the_control_range_and_respects_the_minimum(models
 
 def test_default_budget_grows_with_the_text(models):
     model = models["custom_voice"]
-    short = model.prompts.build(VoiceRequest("Hi.", "English", "Ryan"))
-    long = model.prompts.build(VoiceRequest("Hi. " * 50, "English", "Ryan"))
+    short = model.prompts.build(SpeechInput("Hi.", "English", "Ryan"))
+    long = model.prompts.build(SpeechInput("Hi. " * 50, "English", "Ryan"))
     assert model.frame_budget(short) == BUDGET_BASE_FRAMES + BUDGET_FRAMES_PER_TOKEN * short.text_tokens
     assert model.frame_budget(long) > model.frame_budget(short) + 50 * BUDGET_FRAMES_PER_TOKEN
 

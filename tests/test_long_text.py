@@ -11,14 +11,14 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 
-from in_process import run_in_app
-from qwen3_tts_server.api.app import create_app
+from in_process import make_app, run_in_app
 from qwen3_tts_server.api.schemas import SpeechRequest
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.service.cloning import VoiceCloner
 from qwen3_tts_server.service.speech import SpeechService
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.voices import VoiceService
 
 SENTENCES = [
     "The museum opens at 9:30 on weekdays and the tickets cost $12 for adults.",
@@ -39,11 +39,12 @@ def long_speech(models, tmp_path_factory):
     engine = Engine(model, max_batch_size=4, max_frames_cap=FRAME_CAP).start()
     cache = PromptCache(4)
     library = VoiceLibrary(tmp_path_factory.mktemp("data"), cache)
-    service = SpeechService(engine, ModelManager.fixed(model), library, VoiceCloner(cache))
+    manager = ModelManager.fixed(model)
+    service = SpeechService(engine, manager, VoiceService(manager, library, VoiceCloner(cache)))
     body = SpeechRequest(input=LONG_TEXT, voice="vivian", response_format="pcm", seed=3)
 
     async def scenario():
-        speech = await service.prepare(body)
+        speech = await service.speak(body.synthesis())
         chunks, rows = [], []
         async for index, chunk in speech.chunks():
             chunks.append((index, chunk))
@@ -96,7 +97,7 @@ def test_segments_meet_without_a_click(long_speech):
 
 
 def test_api_reports_language_segments_and_the_spoken_text(models, tmp_path):
-    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", data_dir=tmp_path, max_frames_cap=FRAME_CAP)
+    app = make_app(models["custom_voice"], model_id="tiny", data_dir=tmp_path, max_request_frames=FRAME_CAP)
     mixed = "Good morning, everyone, and welcome. 今天的会议在三楼举行，请准时到达。"
 
     async def scenario(_, http):
@@ -124,7 +125,7 @@ def test_api_reports_language_segments_and_the_spoken_text(models, tmp_path):
 
 
 def test_the_spoken_text_is_logged_at_debug_level(models, tmp_path, caplog):
-    app = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", data_dir=tmp_path, max_frames_cap=2)
+    app = make_app(models["custom_voice"], model_id="tiny", data_dir=tmp_path, max_request_frames=2)
 
     async def scenario(_, http):
         body = {"voice": "vivian", "input": "The ticket costs $12 today.", "stream": False, "response_format": "pcm"}

@@ -10,10 +10,7 @@ import logging
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from in_process import run_in_app
-from qwen3_tts_server.api.app import create_app
-from qwen3_tts_server.engine.model_manager import ModelManager
-from qwen3_tts_server.service.audio_cache import MemoryAudioCache, RedisAudioCache
+from in_process import make_app, run_in_app
 
 TEXT = "The meeting moved to 42 Elm Street."
 SEEDED = {"model": "tts-1", "voice": "alloy", "input": TEXT, "response_format": "wav", "stream": False, "seed": 7}
@@ -41,11 +38,11 @@ EXPECTED_SAMPLES = {
 }
 
 
-def make_app(models, tmp_path, **options):
-    options.setdefault("audio_cache", MemoryAudioCache(max_entries=16, max_bytes=8 << 20))
-    options.setdefault("max_frames_cap", 6)  # random weights never end speech by themselves
-    model = ModelManager.fixed(models["custom_voice"])
-    return create_app(model, "tiny", data_dir=tmp_path, max_batch_size=4, **options)
+def ops_app(models, tmp_path, **settings):
+    settings.setdefault("audio_cache_max", 16)
+    settings.setdefault("audio_cache_max_bytes", 8 << 20)
+    settings.setdefault("max_request_frames", 6)  # random weights never end speech by themselves
+    return make_app(models["custom_voice"], data_dir=tmp_path, max_batch_size=4, **settings)
 
 
 def samples(exposition: str) -> dict[tuple[str, frozenset], float]:
@@ -70,7 +67,7 @@ def test_metrics_after_real_requests(models, tmp_path):
         unknown = await http.post("/v1/audio/speech", json={**SEEDED, "voice": "nobody"})
         return before, [miss, hit, streamed, unknown], (await http.get("/metrics")).text
 
-    before, responses, after = run_in_app(make_app(models, tmp_path), scenario)
+    before, responses, after = run_in_app(ops_app(models, tmp_path), scenario)
     assert [r.status_code for r in responses] == [200, 200, 200, 404]
     scraped = samples(after)
     names = {name for name, _ in scraped}
@@ -87,6 +84,14 @@ def test_metrics_after_real_requests(models, tmp_path):
     assert value(scraped, "qwen3_tts_queue_wait_seconds_count") == 2
     assert value(scraped, "qwen3_tts_real_time_factor_count") == 2
     assert value(scraped, "qwen3_tts_encode_seconds_count", format="wav") == 2
+    # What they observe is real: the miss's own breakdown headers add up into the histograms' sums.
+    miss = responses[0]
+    assert (
+        value(scraped, "qwen3_tts_encode_seconds_sum", format="wav")
+        >= float(miss.headers["x-latency-encode-ms"]) / 1000
+        > 0
+    )
+    assert value(scraped, "qwen3_tts_queue_wait_seconds_sum") >= float(miss.headers["x-latency-queue-ms"]) / 1000 > 0
     assert value(scraped, "qwen3_tts_engine_step_seconds_count") > value(
         samples(before), "qwen3_tts_engine_step_seconds_count"
     )
@@ -109,7 +114,7 @@ def test_one_log_line_per_request_with_its_id_and_latency_breakdown(models, tmp_
         return given, made, missing
 
     with caplog.at_level(logging.INFO):
-        given, made, missing = run_in_app(make_app(models, tmp_path), scenario)
+        given, made, missing = run_in_app(ops_app(models, tmp_path), scenario)
     lines = [r for r in caplog.records if r.name == "qwen3_tts_server.request"]
     assert len(lines) == 3
     assert given.headers["x-request-id"] == "call-7.a" == lines[0].request_id
@@ -160,7 +165,7 @@ def test_output_cache_replays_without_the_engine(models, tmp_path):
         return first, again, replay_steps, streamed, chunks, changed, unseeded, cleared, after_clear
 
     first, again, replay_steps, streamed, chunks, changed, unseeded, cleared, after_clear = run_in_app(
-        make_app(models, tmp_path), scenario
+        ops_app(models, tmp_path), scenario
     )
     assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
     assert again.content == first.content and replay_steps == 0
@@ -178,7 +183,7 @@ def test_sse_replay_gives_the_same_events(models, tmp_path):
         body = {**SEEDED, "response_format": "pcm", "stream_format": "sse"}
         return [(await http.post("/v1/audio/speech", json=body)) for _ in range(2)]
 
-    generated, replayed = run_in_app(make_app(models, tmp_path), scenario)
+    generated, replayed = run_in_app(ops_app(models, tmp_path), scenario)
 
     def parse(response):
         events = [json.loads(line[6:]) for line in response.text.splitlines() if line.startswith("data: ")]
@@ -192,8 +197,7 @@ def test_sse_replay_gives_the_same_events(models, tmp_path):
 
 def test_replicas_share_the_output_cache_through_redis(models, tmp_path, redis_server):
     def replica(name):
-        cache = RedisAudioCache(redis_server.url, ttl_seconds=60)
-        return make_app(models, tmp_path / name, audio_cache=cache)
+        return ops_app(models, tmp_path / name, redis_url=redis_server.url, audio_cache_ttl=60)
 
     async def speak(_, http):
         return await http.post("/v1/audio/speech", json=SEEDED)
@@ -210,7 +214,7 @@ def test_request_timeout_stops_a_long_request(models, tmp_path):
         body = {**SEEDED, "input": long_text, "seed": 0}  # seed 0: the tiny model runs to the 200-frame cap
         return await http.post("/v1/audio/speech", json=body), await http.get("/health")
 
-    app = make_app(models, tmp_path, request_timeout=0.3, audio_cache=None, max_frames_cap=200)
+    app = ops_app(models, tmp_path, request_timeout=0.3, audio_cache_max=0, max_request_frames=200)
     timed_out, health = run_in_app(app, scenario)
     assert timed_out.status_code == 504 and timed_out.json()["error"]["code"] == "timeout"
     assert health.json()["active_streams"] == 0
@@ -221,7 +225,7 @@ def test_probes_and_scrapes_need_no_key(models, tmp_path, path):
     async def scenario(_, http):
         return await http.get(path), await http.post("/cache/clear")
 
-    opened, guarded = run_in_app(make_app(models, tmp_path, api_key="k"), scenario, api_key="k")
+    opened, guarded = run_in_app(ops_app(models, tmp_path, api_key="k"), scenario, api_key="k")
     assert opened.status_code == 200 and guarded.status_code == 401
 
 
@@ -231,8 +235,7 @@ def test_a_cache_that_fails_never_fails_speech(models, tmp_path):
     async def scenario(_, http):
         return [await http.post("/v1/audio/speech", json=SEEDED) for _ in range(2)]
 
-    cache = RedisAudioCache("redis://127.0.0.1:1/0", ttl_seconds=60, timeout=0.2)
-    responses = run_in_app(make_app(models, tmp_path, audio_cache=cache), scenario)
+    responses = run_in_app(ops_app(models, tmp_path, redis_url="redis://127.0.0.1:1/0"), scenario)
     assert [r.status_code for r in responses] == [200, 200]
     assert [r.headers["x-cache"] for r in responses] == ["miss", "miss"]
     assert responses[0].content == responses[1].content  # seeded: the same audio, generated twice

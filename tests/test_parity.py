@@ -19,7 +19,7 @@ from parity_cases import (
     checkpoint_digest,
     random_codes,
 )
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.prompt import SpeechInput
 
 OFFICIAL = json.loads((FIXTURE_DIR / "official.json").read_text(encoding="utf-8"))
 BATCHES = {
@@ -28,8 +28,8 @@ BATCHES = {
 }
 
 
-def _request(case: dict) -> VoiceRequest:
-    return VoiceRequest(
+def _request(case: dict) -> SpeechInput:
+    return SpeechInput(
         text=case["text"],
         language=case.get("language", "auto"),
         speaker=case.get("speaker"),

@@ -12,16 +12,15 @@ import schemathesis
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import not_a_server_error
 
+from in_process import make_app
 from parity_cases import CHECKPOINTS
-from qwen3_tts_server.api.app import create_app
-from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 _scratch = Path(tempfile.mkdtemp(prefix="schema-fuzz-"))
 _model = Qwen3TTSModel.load(make_test_model(_scratch / "model", **CHECKPOINTS["custom_voice"]))
 # Four frames at most per request keeps a 4096-character input from taking minutes on a CPU.
-_app = create_app(ModelManager.fixed(_model), "tiny", data_dir=_scratch / "data", max_batch_size=4, max_frames_cap=4)
+_app = make_app(_model, model_id="tiny", data_dir=_scratch / "data", max_batch_size=4, max_request_frames=4)
 schema = schemathesis.openapi.from_asgi("/openapi.json", _app)
 
 

@@ -8,7 +8,7 @@ import pytest
 from parity_cases import REF_TEXT, write_reference
 from qwen3_tts_server.audio.reference import load_reference
 from qwen3_tts_server.errors import InvalidInputError
-from qwen3_tts_server.model.prompt import VoiceRequest
+from qwen3_tts_server.model.prompt import SpeechInput
 from qwen3_tts_server.model.voice_prompt import VoicePrompt
 
 REF = "ref_16k_mono.wav"
@@ -21,16 +21,16 @@ def reference(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def in_context(models, reference) -> VoicePrompt:
-    return models["base"].create_voice_prompt(reference, REF_TEXT[REF])
+    return models["base"].voice_encoder.encode(reference, REF_TEXT[REF])
 
 
 def _greedy(model, voice, text="A sentence in the cloned voice.", frames=12):
-    request = VoiceRequest(text, "English", voice=voice)
+    request = SpeechInput(text, "English", voice=voice)
     return model.generate([request], model.sampling().greedy(), max_frames=frames)[0].codes
 
 
 def test_modes_hold_what_they_need(models, reference, in_context):
-    x_vector = models["base"].create_voice_prompt(reference, x_vector_only=True)
+    x_vector = models["base"].voice_encoder.encode(reference, x_vector_only=True)
     assert in_context.mode == "in_context" and in_context.ref_text == REF_TEXT[REF]
     assert in_context.ref_codes.shape == (int(np.ceil(len(reference.samples) / 1920)), 16)
     assert x_vector.mode == "x_vector" and x_vector.ref_codes is None and x_vector.ref_text is None
@@ -40,9 +40,9 @@ def test_modes_hold_what_they_need(models, reference, in_context):
 
 def test_prompt_identity_is_a_content_hash(models, reference, in_context):
     base = models["base"]
-    assert base.create_voice_prompt(reference, REF_TEXT[REF]).id == in_context.id
-    assert base.create_voice_prompt(reference, "Another transcript.").id != in_context.id
-    assert base.create_voice_prompt(reference, REF_TEXT[REF], x_vector_only=True).id != in_context.id
+    assert base.voice_encoder.encode(reference, REF_TEXT[REF]).id == in_context.id
+    assert base.voice_encoder.encode(reference, "Another transcript.").id != in_context.id
+    assert base.voice_encoder.encode(reference, REF_TEXT[REF], x_vector_only=True).id != in_context.id
 
 
 def test_saved_prompt_reloads_and_speaks_the_same(models, in_context, tmp_path):
@@ -70,26 +70,26 @@ def test_unreadable_prompt_files_are_refused(tmp_path):
 
 def test_in_context_needs_a_transcript(models, reference):
     with pytest.raises(InvalidInputError, match="needs ref_text"):
-        models["base"].create_voice_prompt(reference, "  ")
+        models["base"].voice_encoder.encode(reference, "  ")
 
 
 @pytest.mark.parametrize("kind", ["custom_voice", "voice_design"])
 def test_cloning_needs_a_base_checkpoint(models, reference, in_context, kind):
     with pytest.raises(InvalidInputError, match=f"needs a Base checkpoint.*{kind}"):
-        models[kind].create_voice_prompt(reference, REF_TEXT[REF])
+        models[kind].voice_encoder.encode(reference, REF_TEXT[REF])
     speaker = "Vivian" if kind == "custom_voice" else None
     with pytest.raises(InvalidInputError, match="cloned voices need a base checkpoint"):
-        models[kind].prompts.build(VoiceRequest("Hi.", "English", speaker=speaker, instruct="x", voice=in_context))
+        models[kind].prompts.build(SpeechInput("Hi.", "English", speaker=speaker, instruct="x", voice=in_context))
 
 
 def test_base_requests_need_a_voice_and_take_no_speaker_or_instruction(models, in_context):
     base = models["base"]
     with pytest.raises(InvalidInputError, match="give a voice prompt"):
-        base.prompts.build(VoiceRequest("Hi.", "English"))
+        base.prompts.build(SpeechInput("Hi.", "English"))
     with pytest.raises(InvalidInputError, match="no preset speakers"):
-        base.prompts.build(VoiceRequest("Hi.", "English", speaker="Vivian", voice=in_context))
+        base.prompts.build(SpeechInput("Hi.", "English", speaker="Vivian", voice=in_context))
     with pytest.raises(InvalidInputError, match="does not take an instruction"):
-        base.prompts.build(VoiceRequest("Hi.", "English", instruct="Whisper.", voice=in_context))
+        base.prompts.build(SpeechInput("Hi.", "English", instruct="Whisper.", voice=in_context))
 
 
 def test_prompt_from_another_checkpoint_is_refused(models, in_context):
@@ -102,4 +102,4 @@ def test_prompt_from_another_checkpoint_is_refused(models, in_context):
         ref_text=in_context.ref_text,
     )
     with pytest.raises(InvalidInputError, match="built with another checkpoint"):
-        models["base"].prompts.build(VoiceRequest("Hi.", "English", voice=foreign))
+        models["base"].prompts.build(SpeechInput("Hi.", "English", voice=foreign))

@@ -13,11 +13,9 @@ import openai
 import pytest
 import torch
 
-from in_process import run_in_app
+from in_process import make_app, run_in_app
 from parity_cases import REF_TEXT, write_reference
-from qwen3_tts_server.api.app import create_app
 from qwen3_tts_server.api.schemas import MAX_UPLOAD_BYTES
-from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.errors import NotFoundError
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
 from qwen3_tts_server.testing.live_server import live_server
@@ -32,7 +30,7 @@ def reference(tmp_path_factory) -> bytes:
 
 
 def base_app(models, data_dir, **options):
-    return create_app(ModelManager.fixed(models["base"]), "tiny-base", data_dir=data_dir, **options)
+    return make_app(models["base"], model_id="tiny-base", data_dir=data_dir, **options)
 
 
 def test_upload_speak_restart_and_delete_with_the_sdk(models, reference, tmp_path):
@@ -79,7 +77,7 @@ def test_inline_clone_matches_the_library_voice_and_reuses_its_prompt(models, re
     app = base_app(models, tmp_path)
 
     async def scenario(_, http):
-        cache = app.state.speech.cloner.cache  # the prompt cache the library shares
+        cache = app.state.services.voices.cloner.cache  # the prompt cache the library shares
         upload = await http.post(
             "/v1/audio/voices",
             data={"name": "ICL", "ref_text": REF_TEXT[REF], "mode": "in-context"},
@@ -105,7 +103,7 @@ def test_inline_clone_matches_the_library_voice_and_reuses_its_prompt(models, re
 
 
 def test_designed_voice_speaks_its_description_on_voice_design(models, tmp_path):
-    app = create_app(ModelManager.fixed(models["voice_design"]), "tiny-design", data_dir=tmp_path)
+    app = make_app(models["voice_design"], model_id="tiny-design", data_dir=tmp_path)
     description = "A calm, low voice."
 
     async def scenario(client, http):
@@ -120,7 +118,7 @@ def test_designed_voice_speaks_its_description_on_voice_design(models, tmp_path)
 
 
 def test_voice_errors_use_the_envelope(models, reference, tmp_path):
-    custom = create_app(ModelManager.fixed(models["custom_voice"]), "tiny", data_dir=tmp_path)
+    custom = make_app(models["custom_voice"], model_id="tiny", data_dir=tmp_path)
     too_big = b"\0" * (MAX_UPLOAD_BYTES + 1)
 
     async def on_custom_voice(_, http):
@@ -194,8 +192,8 @@ def test_library_survives_crashes_and_bounds_its_cache(models, reference, tmp_pa
     from qwen3_tts_server.audio.reference import load_reference
 
     base = models["base"]
-    x_vector = base.create_voice_prompt(load_reference(reference), x_vector_only=True)
-    in_context = base.create_voice_prompt(load_reference(reference), REF_TEXT[REF])
+    x_vector = base.voice_encoder.encode(load_reference(reference), x_vector_only=True)
+    in_context = base.voice_encoder.encode(load_reference(reference), REF_TEXT[REF])
     library = VoiceLibrary(tmp_path, PromptCache(1))
     first, second = library.add("one", x_vector), library.add("two", in_context)
     (tmp_path / "voices" / ".incoming-voice_half_written").mkdir()  # a crash mid-upload

@@ -7,7 +7,6 @@ import argparse
 import os
 import sys
 import time
-from dataclasses import replace
 from pathlib import Path
 
 from .errors import InvalidInputError, TTSError
@@ -61,9 +60,9 @@ def _synth(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .audio.seams import fade_seams
-    from .model.prompt import VoiceRequest
     from .model.tts_model import Qwen3TTSModel
-    from .text.frontend import text_segments
+    from .service.preparation import prepare_text
+    from .service.requests import SamplingOverrides
 
     if args.text_file is not None:
         try:
@@ -75,29 +74,25 @@ def _synth(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     model = Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype)
     loaded = time.perf_counter()
-    params = model.sampling_for(args)
+    overrides = SamplingOverrides(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
+    params = overrides.params(model)
     if args.greedy:
         params = params.greedy()
     voice = _voice(args, model)
-    segments = text_segments(text, args.language, args.normalize)
-    if not segments:
-        raise InvalidInputError("the text is empty")
-    requests = [
-        VoiceRequest(text=s.text, language=s.language, speaker=args.speaker, instruct=args.instruct, voice=voice)
-        for s in segments
-    ]
-    seeds = [None if params.seed is None else params.seed + index for index in range(len(requests))]
+    spec = model.prompts.check_voice(args.speaker, args.instruct, voice)
+    prepared = prepare_text(model, spec, text, args.language, args.normalize, params)
     results = []
     with tqdm(unit="frame", desc="generating", file=sys.stderr, leave=False, disable=None) as bar:
-        for start in range(0, len(requests), SYNTH_BATCH):  # segments in batches: bounded memory for long text
+        for start in range(0, len(prepared.inputs), SYNTH_BATCH):  # segments in batches: bounded memory for long text
             batch = slice(start, start + SYNTH_BATCH)
 
             def progress(done: int, budget: int, before: int = bar.n) -> None:
                 bar.total = before + budget
                 bar.update(before + done - bar.n)
 
-            params_batch = [replace(params, seed=seed) for seed in seeds[batch]]
-            results += model.generate(requests[batch], params_batch, max_frames=args.max_frames, on_frames=progress)
+            results += model.generate(
+                prepared.inputs[batch], prepared.params[batch], max_frames=args.max_frames, on_frames=progress
+            )
     generated = time.perf_counter()
     context = voice.ref_codes if voice is not None else None
     last = len(results) - 1
@@ -151,7 +146,7 @@ def _voice(args: argparse.Namespace, model):
     except OSError as exc:
         raise InvalidInputError(f"cannot read --ref-audio {args.ref_audio}: {exc}") from exc
     started = time.perf_counter()
-    voice = model.create_voice_prompt(
+    voice = model.voice_encoder.encode(
         load_reference(data, args.ref_tail_silence_ms), args.ref_text, x_vector_only=args.x_vector_only
     )
     print(f"cloned voice {voice.id} ({voice.mode}) in {time.perf_counter() - started:.2f} s", file=sys.stderr)

@@ -12,9 +12,12 @@ from typing import Any, Literal
 from pydantic import Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from .errors import InvalidInputError
+from .errors import ConfigurationError
 
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+# No segment runs past this many frames (80 ms each: 20 minutes); reaching it ends the segment with
+# finish_reason "length", never silently.
+MAX_REQUEST_FRAMES = 15000
 FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
 
 
@@ -35,6 +38,9 @@ class Settings(BaseSettings):
     max_batch_size: int | None = Field(None, ge=1, description="rows per decode step (default 16 on CPU, 64 on GPU)")
     max_queue_depth: int = Field(64, ge=1, description="requests waiting for a row before new ones get 503")
     request_timeout: float = Field(300.0, ge=0, description="seconds a request may take in all; 0 no limit")
+    max_request_frames: int = Field(
+        MAX_REQUEST_FRAMES, ge=1, description="frames (80 ms each) one segment may make; reaching it ends it as cut"
+    )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
     data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")
@@ -66,14 +72,14 @@ class Settings(BaseSettings):
     @classmethod
     def load(cls, **overrides: Any) -> Settings:
         """The environment and .env, then `overrides` (command-line flags); a bad value raises
-        InvalidInputError naming its environment variable."""
+        ConfigurationError naming its environment variable."""
         try:
             return cls(**{name: value for name, value in overrides.items() if value is not None})
         except ValidationError as exc:
             problems = [
                 f"{env_name(str(error['loc'][0]))}={error.get('input')!r}: {error['msg']}" for error in exc.errors()
             ]
-            raise InvalidInputError("invalid setting: " + "; ".join(problems)) from None
+            raise ConfigurationError("invalid setting: " + "; ".join(problems)) from None
 
     def effective(self) -> dict[str, Any]:
         """Every setting by environment variable name, the API key masked."""

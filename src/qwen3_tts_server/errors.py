@@ -52,6 +52,16 @@ class UnsupportedMediaError(InvalidInputError):
     code = "unsupported_media_type"
 
 
+class ConfigurationError(TTSError):
+    """A server setting is wrong (device, dtype, ...): the operator's to fix, not the caller's."""
+
+    code = "configuration_error"
+
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param
+
+
 class CheckpointError(TTSError):
     """A checkpoint cannot be found, fetched or read."""
 
@@ -69,10 +79,6 @@ class EngineBusyError(TTSError):
 
     status = 503
     code = "server_busy"
-
-    def __init__(self, message: str, retry_after: float = 1.0):
-        super().__init__(message)
-        self.retry_after = retry_after
 
 
 class RequestTimeoutError(TTSError):

@@ -23,7 +23,6 @@ def serve(settings: Settings) -> int:
     from .logs import configure_logging
     from .model.checkpoint import resolve_checkpoint
     from .model.tts_model import Qwen3TTSModel
-    from .service.audio_cache import build_audio_cache
 
     log_config = configure_logging(settings.log_format, settings.log_level)
     _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
@@ -33,22 +32,7 @@ def serve(settings: Settings) -> int:
     models = ModelManager(
         lambda: Qwen3TTSModel.load(settings.model_id, device=device, dtype=dtype), idle_timeout=settings.idle_timeout
     )
-    audio_cache = build_audio_cache(
-        settings.audio_cache_max, settings.audio_cache_max_bytes, settings.redis_url, settings.audio_cache_ttl
-    )
-    app = create_app(
-        models,
-        settings.model_id,
-        api_key=settings.api_key.get_secret_value() if settings.api_key else None,
-        data_dir=settings.data_dir,
-        voice_cache_max=settings.voice_cache_max,
-        normalize_text=settings.text_normalize,
-        audio_cache=audio_cache,
-        request_timeout=settings.request_timeout,
-        preload=settings.preload_model,
-        max_batch_size=settings.max_batch_size,
-        max_queue_depth=settings.max_queue_depth,
-    )
+    app = create_app(settings, models)
     # uvicorn re-raises the SIGTERM / SIGINT it drained for once it has shut down; absorbed here, so that a
     # graceful stop exits 0 (as the gateway's does).
     for sig in (signal.SIGTERM, signal.SIGINT):

@@ -5,46 +5,45 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
-from pathlib import Path
 
 from fastapi import FastAPI, Request
 
+from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..http_contract import OPEN_PATHS, UNAUTHORIZED_CODE, UNAUTHORIZED_MESSAGE, key_accepted
-from ..service.audio_cache import AudioCache
+from ..service.audio_cache import build_audio_cache
 from ..service.cloning import VoiceCloner
 from ..service.metrics import CacheCounts, Metrics
 from ..service.speech import SpeechService
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
-from ..text.frontend import warm_up as warm_up_text
+from ..service.voices import VoiceService
+from ..text.frontend import warm_up_text_front_end
 from . import discovery, operations, realtime, speech, voices
+from .dependencies import Services
 from .errors import envelope, install_error_handlers, limit_upload_size
 from .observability import InFlight, RequestObserver
 
 
-def create_app(
-    models: ModelManager,
-    model_id: str,
-    api_key: str | None = None,
-    data_dir: str | Path | None = None,
-    voice_cache_max: int = 32,
-    normalize_text: bool = True,
-    audio_cache: AudioCache | None = None,
-    request_timeout: float = 0.0,
-    preload: bool = True,
-    **engine_options,
-) -> FastAPI:
-    """`models` supplies the model; the engine starts with the app (`preload`: loading the model first) and
-    stops with it. With `api_key`, every route but /health, /ready and /metrics needs `Authorization: Bearer
-    <api_key>`. The voice library lives in `data_dir` (default: the user's data directory); `voice_cache_max`
-    clone prompts stay in memory. `normalize_text` is the default of the requests' `normalize` (numbers,
-    dates, symbols... in words). `audio_cache` keeps whole responses; `request_timeout` bounds a request."""
-    cache = PromptCache(voice_cache_max)
-    library = VoiceLibrary(data_dir or default_data_dir(), cache)
-    engine = Engine(models, **engine_options)
-    service = SpeechService(engine, models, library, VoiceCloner(cache), normalize_text, audio_cache, request_timeout)
-    caches = {"voice": lambda: CacheCounts(cache.hits, cache.misses, cache.evictions)}
+def create_app(settings: Settings, models: ModelManager) -> FastAPI:
+    """The app for `settings`, speaking with the model `models` supplies. The engine starts with the app
+    (with PRELOAD_MODEL: after loading the model) and stops with it."""
+    prompt_cache = PromptCache(settings.voice_cache_max)
+    library = VoiceLibrary(settings.data_dir or default_data_dir(), prompt_cache)
+    audio_cache = build_audio_cache(
+        settings.audio_cache_max, settings.audio_cache_max_bytes, settings.redis_url, settings.audio_cache_ttl
+    )
+    engine = Engine(
+        models,
+        max_batch_size=settings.max_batch_size,
+        max_queue_depth=settings.max_queue_depth,
+        max_frames_cap=settings.max_request_frames,
+    )
+    voice_service = VoiceService(models, library, VoiceCloner(prompt_cache))
+    speech_service = SpeechService(
+        engine, models, voice_service, settings.text_normalize, audio_cache, settings.request_timeout
+    )
+    caches = {"voice": lambda: CacheCounts(prompt_cache.hits, prompt_cache.misses, prompt_cache.evictions)}
     if audio_cache is not None:
         caches["audio"] = lambda: CacheCounts(audio_cache.hits, audio_cache.misses, audio_cache.evictions)
     metrics = Metrics(engine, caches)
@@ -52,8 +51,8 @@ def create_app(
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        await asyncio.to_thread(warm_up_text)
-        await asyncio.to_thread(engine.start, preload)
+        await asyncio.to_thread(warm_up_text_front_end)
+        await asyncio.to_thread(engine.start, settings.preload_model)
         try:
             yield
         finally:
@@ -64,14 +63,10 @@ def create_app(
                 await audio_cache.close()
 
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
-    app.state.models = models
-    app.state.model_id = model_id
-    app.state.api_key = api_key
-    app.state.engine = engine
-    app.state.speech = service
-    app.state.metrics = metrics
+    app.state.services = Services(settings, models, engine, speech_service, voice_service, metrics, audio_cache)
     install_error_handlers(app)
     limit_upload_size(app)
+    api_key = settings.api_key.get_secret_value() if settings.api_key else None
     if api_key:
 
         @app.middleware("http")

@@ -9,9 +9,11 @@ from starlette.exceptions import HTTPException
 
 from ..errors import EngineBusyError, TTSError, error_body, invalid_value
 from ..http_contract import error_object
+from .context import request_context
 from .schemas import MAX_UPLOAD_BYTES
 
 MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
+RETRY_AFTER_SECONDS = 1  # a full queue drains within about a second's worth of frames
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
@@ -21,10 +23,10 @@ def envelope(status: int, message: str, code: str | None = None, param: str | No
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TTSError)
     async def tts_error(request: Request, exc: TTSError) -> JSONResponse:
-        request.state.error_type = exc.code  # for the request log and the errors metric
+        request_context(request).error_type = exc.code  # for the request log and the errors metric
         response = JSONResponse({"error": error_body(exc)}, status_code=exc.status)
         if isinstance(exc, EngineBusyError):
-            response.headers["Retry-After"] = str(max(1, round(exc.retry_after)))
+            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
         return response
 
     @app.exception_handler(RequestValidationError)

@@ -13,9 +13,11 @@ from typing import Any
 
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..errors import TTSError
 from ..logs import request_id
 from ..service.metrics import Metrics, RequestOutcome
-from ..service.speech_stream import SpeechOutput
+from .context import RequestContext
+from .errors import envelope
 
 log = logging.getLogger("qwen3_tts_server.request")
 REQUEST_ID_HEADER = b"x-request-id"
@@ -48,6 +50,8 @@ class RequestObserver:
             return
         ident = _request_id(scope)
         token = request_id.set(ident)
+        context = RequestContext(ident)
+        context.attach(scope)
         started = time.perf_counter()
         status: int | None = None
         completed = False
@@ -64,19 +68,27 @@ class RequestObserver:
         self.in_flight.count += 1
         try:
             await self.app(scope, receive, send_with_id)
+        except Exception:
+            # Anything no handler answered: logged with its traceback, answered with the envelope (no traceback).
+            log.exception("unexpected error in %s %s", scope.get("method", "WEBSOCKET"), scope["path"])
+            context.error_type = TTSError.code
+            if scope["type"] == "http" and status is None:
+                message = f"internal error; request id {ident}"
+                await envelope(500, message, TTSError.code)(scope, receive, send_with_id)
         finally:
             self.in_flight.count -= 1
             if scope["type"] == "http":
-                self._finish(scope, status or 500, completed, time.perf_counter() - started)
+                self._finish(scope, context, status or 500, completed, time.perf_counter() - started)
             else:
                 self.metrics.websocket_sessions.inc()
                 log.info("websocket %s closed", scope["path"], extra={"path": scope["path"], "ms": _ms(started)})
             request_id.reset(token)
 
-    def _finish(self, scope: Scope, status: int, completed: bool, seconds: float) -> None:
-        state: dict[str, Any] = scope.get("state", {})
+    def _finish(self, scope: Scope, context: RequestContext, status: int, completed: bool, seconds: float) -> None:
         route = getattr(scope.get("route"), "path", "unmatched")
-        speech: SpeechOutput | None = state.get("speech")
+        speech = context.speech
+        # A response is complete when its last byte went out and, for speech, its audio ran to the end.
+        completed = completed and (speech is None or speech.finished)
         fields: dict[str, Any] = {
             "method": scope["method"],
             "path": scope["path"],
@@ -86,25 +98,28 @@ class RequestObserver:
             "ms": round(1000 * seconds, 1),
             "request_id": request_id.get(),
         }
-        outcome = RequestOutcome(route=route, status=status, error_type=state.get("error_type"))
+        outcome = RequestOutcome(route=route, status=status, error_type=context.error_type)
         if status >= 400 and outcome.error_type is None:
             outcome.error_type = f"http_{status}"
         if speech is not None:
             fields.update(
-                voice=state.get("voice"),
+                voice=context.voice,
                 language=",".join(speech.languages),
-                format=state.get("format"),
-                characters=state.get("characters"),
+                format=context.format,
+                characters=context.characters,
                 frames=speech.frames,
                 cache=speech.cache,
                 queue_ms=round(1000 * speech.queue_seconds, 1),
                 first_audio_ms=None if speech.first_audio is None else round(1000 * speech.first_audio, 1),
                 infer_ms=round(1000 * speech.infer_seconds, 1),
                 encode_ms=round(1000 * speech.encode_seconds, 1),
-                total_ms=round(1000 * speech.total_seconds, 1) if completed else None,
+                # Until the last byte; for a client that left, until it left.
+                total_ms=round(1000 * (speech.total_seconds if completed else seconds), 1),
             )
-            outcome.format = state.get("format") or ""
+            outcome.format = context.format or ""
             outcome.first_audio = speech.first_audio
+            outcome.queue = speech.queue_seconds
+            outcome.encode = speech.encode_seconds
             if completed:
                 outcome.total = speech.total_seconds
                 outcome.audio_seconds = speech.audio_seconds

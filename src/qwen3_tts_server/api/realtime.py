@@ -2,10 +2,18 @@
 
 from __future__ import annotations
 
-from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from typing import Any
 
+from fastapi import APIRouter, WebSocket, WebSocketDisconnect
+from pydantic import ValidationError
+from starlette.websockets import WebSocketDisconnected
+
+from ..errors import invalid_value
 from ..http_contract import key_accepted
-from ..service.realtime import RealtimeSession
+from ..service.realtime import ChannelClosed, RealtimeSession
+from ..service.requests import SynthesisRequest
+from .dependencies import ServicesDep
+from .schemas import SpeechRequest
 
 router = APIRouter()
 
@@ -15,17 +23,44 @@ def authorized(websocket: WebSocket, api_key: str | None) -> bool:
     return key_accepted(api_key, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
 
 
+def parse_request(config: dict[str, Any], text: str) -> SynthesisRequest:
+    """A session config and a text, validated as a POST /v1/audio/speech body would be."""
+    try:
+        return SpeechRequest.model_validate({**config, "input": text}).synthesis()
+    except ValidationError as exc:
+        raise invalid_value(exc.errors()) from None
+
+
+class SocketChannel:
+    """The WebSocket as the session's channel: a send on a closed socket raises ChannelClosed."""
+
+    def __init__(self, websocket: WebSocket):
+        self.websocket = websocket
+
+    async def send_text(self, data: str) -> None:
+        try:
+            await self.websocket.send_text(data)
+        except (WebSocketDisconnect, WebSocketDisconnected) as exc:
+            raise ChannelClosed from exc
+
+    async def send_bytes(self, data: bytes) -> None:
+        try:
+            await self.websocket.send_bytes(data)
+        except (WebSocketDisconnect, WebSocketDisconnected) as exc:
+            raise ChannelClosed from exc
+
+
 @router.websocket("/v1/audio/speech/ws")
-async def speech_ws(websocket: WebSocket) -> None:
-    state = websocket.app.state
+async def speech_ws(websocket: WebSocket, services: ServicesDep) -> None:
     await websocket.accept()
-    if not authorized(websocket, state.api_key):
+    api_key = services.settings.api_key.get_secret_value() if services.settings.api_key else None
+    if not authorized(websocket, api_key):
         # Closed after the handshake so that browsers, which never see a refused handshake's status, learn why.
         await websocket.close(code=1008, reason="missing or wrong API key")
         return
-    async with RealtimeSession(state.speech, websocket) as session:
+    async with RealtimeSession(services.speech, SocketChannel(websocket), parse_request) as session:
         try:
             while (message := await websocket.receive())["type"] != "websocket.disconnect":
                 await session.handle(message.get("text"))
-        except WebSocketDisconnect:  # gone while we answered: leaving the session cancels its jobs
+        except (WebSocketDisconnect, ChannelClosed):  # gone while we answered: leaving the session cancels its jobs
             pass

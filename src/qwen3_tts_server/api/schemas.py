@@ -3,10 +3,15 @@ extensions through `extra_body`)."""
 
 from __future__ import annotations
 
+import logging
 from typing import Literal
 
 from fastapi import UploadFile
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from ..service.requests import SamplingOverrides, SynthesisRequest
+
+log = logging.getLogger(__name__)
 
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw"]
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # OpenAI's limit for a voice's audio sample
@@ -28,14 +33,35 @@ class SpeechOptions(BaseModel):
     # Extensions.
     stream: bool = True  # false: the whole file at once, with Content-Length and latency headers
     language: str | None = None
-    temperature: float | None = None
-    top_p: float | None = None
-    top_k: int | None = None
-    repetition_penalty: float | None = None
-    seed: int | None = None
-    sample_rate: int | None = None
+    temperature: float | None = Field(default=None, gt=0, description="sampling temperature (default: checkpoint's)")
+    top_p: float | None = Field(default=None, gt=0, le=1, description="nucleus sampling mass")
+    top_k: int | None = Field(default=None, ge=0, description="candidates kept; 0 disables top-k")
+    repetition_penalty: float | None = Field(default=None, gt=0)
+    seed: int | None = Field(default=None, description="reproducible sampling")
+    sample_rate: int | None = Field(default=None, ge=8000, le=48000, description="output rate (default: format's)")
     normalize: bool | None = None  # numbers, dates, symbols... in words; None: the server's TEXT_NORMALIZE
     include_text: bool = False  # report the spoken (normalised) text: X-Spoken-Text, or a speech.text SSE event
+
+    def to_synthesis(self, voice: str) -> SynthesisRequest:
+        """The service's request: the validated values, free of this schema."""
+        return SynthesisRequest(
+            text=self.input,
+            voice=voice,
+            language=self.language,
+            instructions=self.instructions,
+            response_format=self.response_format,
+            sample_rate=self.sample_rate,
+            speed=self.speed,
+            sampling=SamplingOverrides(
+                temperature=self.temperature,
+                top_k=self.top_k,
+                top_p=self.top_p,
+                repetition_penalty=self.repetition_penalty,
+                seed=self.seed,
+            ),
+            normalize=self.normalize,
+            interactive=self.stream or self.stream_format == "sse",
+        )
 
 
 class SpeechRequest(SpeechOptions):
@@ -55,6 +81,15 @@ class SpeechRequest(SpeechOptions):
     def voice_name(self) -> str:
         return self.voice.id if isinstance(self.voice, VoiceId) else self.voice
 
+    @model_validator(mode="after")
+    def _log_unknown_fields(self) -> SpeechRequest:
+        for name in self.model_extra or {}:
+            _log_unknown_field(name)
+        return self
+
+    def synthesis(self) -> SynthesisRequest:
+        return self.to_synthesis(self.voice_name)
+
 
 class CloneSpeechForm(SpeechOptions):
     """POST /v1/audio/speech/clone (multipart): speech in a voice cloned from inline reference audio."""
@@ -63,8 +98,8 @@ class CloneSpeechForm(SpeechOptions):
     ref_text: str | None = Field(default=None, description="transcript of the reference (in-context cloning)")
     mode: str | None = Field(default=None, description="x_vector or in_context (default: in_context with ref_text)")
 
-    def speech_request(self) -> SpeechRequest:
-        return SpeechRequest(voice="clone", **self.model_dump(include=set(SpeechOptions.model_fields)))
+    def synthesis(self) -> SynthesisRequest:
+        return self.to_synthesis("clone")
 
 
 class VoiceUploadForm(BaseModel):
@@ -77,3 +112,15 @@ class VoiceUploadForm(BaseModel):
     prompt: str | None = Field(default=None, max_length=4096, description="voice description (type prompt)")
     ref_text: str | None = Field(default=None, description="transcript of the audio sample (in-context cloning)")
     mode: str | None = Field(default=None, description="x_vector or in_context (default: in_context with ref_text)")
+
+
+_unknown_fields_seen: set[str] = set()
+MAX_UNKNOWN_FIELDS_REMEMBERED = 1024  # names are the caller's: a bounded memory of them
+
+
+def _log_unknown_field(name: str) -> None:
+    """Unknown fields are accepted (clients send extensions this server may not have) and logged once."""
+    if name in _unknown_fields_seen or len(_unknown_fields_seen) >= MAX_UNKNOWN_FIELDS_REMEMBERED:
+        return
+    _unknown_fields_seen.add(name)
+    log.debug("ignoring the unknown request field %r", name)

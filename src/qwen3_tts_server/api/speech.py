@@ -3,66 +3,79 @@ route /v1/audio/speech/clone, and the earlier server's /v1/audio/speech/stream a
 
 from __future__ import annotations
 
+import asyncio
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
-from ..model.voice_prompt import VoicePrompt
-from ..service.cloning import parse_mode
 from ..service.speech_stream import SpeechOutput
-from .schemas import CloneSpeechForm, SpeechRequest
-from .voices import read_upload
+from .dependencies import ContextDep, SpeechServiceDep
+from .schemas import CloneSpeechForm, SpeechOptions, SpeechRequest
+from .uploads import read_upload
 
 router = APIRouter()
 STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+CLIENT_CLOSED_REQUEST = 499  # the status logged for a whole-file request whose client left (nginx's code)
 
 
-async def prepare(request: Request, body: SpeechRequest, clone: VoicePrompt | None = None) -> SpeechOutput:
-    """The request's audio, prepared, and its particulars handed to the request log and the metrics
-    (api/observability.py)."""
-    speech = await request.app.state.speech.prepare(body, clone)
-    request.state.speech = speech
-    request.state.voice = body.voice_name
-    request.state.format = body.response_format
-    request.state.characters = len(body.input)
-    return speech
-
-
-async def respond(speech: SpeechOutput, body: SpeechRequest) -> Response:
+async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -> Response:
     headers = speech.text_headers(body.include_text)
     if body.stream_format == "sse":
         events = speech.sse(body.include_text)
         return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **headers})
     if body.stream:
         return StreamingResponse(speech.audio(), media_type=speech.media_type, headers={**STREAM_HEADERS, **headers})
-    content = b"".join([part async for part in speech.audio()])
+    content = await _whole(request, speech)
+    if content is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
     return Response(content, media_type=speech.media_type, headers={**headers, **speech.result_headers()})
 
 
+async def _whole(request: Request, speech: SpeechOutput) -> bytes | None:
+    """The whole audio, or None when the client leaves first: its engine rows are freed at once."""
+
+    async def collect() -> bytes:
+        return b"".join([part async for part in speech.audio()])
+
+    async def client_left() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    audio, left = asyncio.ensure_future(collect()), asyncio.ensure_future(client_left())
+    try:
+        await asyncio.wait({audio, left}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (audio, left):
+            task.cancel()
+        await speech.aclose()
+    return audio.result() if audio.done() and not audio.cancelled() else None
+
+
 @router.post("/v1/audio/speech")
-async def create_speech(body: SpeechRequest, request: Request) -> Response:
-    speech = await prepare(request, body)
-    return await respond(speech, body)
+async def create_speech(body: SpeechRequest, request: Request, service: SpeechServiceDep, context: ContextDep):
+    speech = await service.speak(body.synthesis())
+    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
+    return await respond(request, speech, body)
 
 
 @router.post("/v1/audio/speech/clone")
-async def clone_speech(form: Annotated[CloneSpeechForm, Form()], request: Request) -> Response:
+async def clone_speech(
+    form: Annotated[CloneSpeechForm, Form()], request: Request, service: SpeechServiceDep, context: ContextDep
+):
     """Speech in a voice cloned from the uploaded reference; the clone prompt is cached by content hash."""
-    service = request.app.state.speech
-    body = form.speech_request()
     audio = await read_upload(form.ref_audio, "ref_audio")
-    mode = parse_mode(form.mode, form.ref_text)
-    clone = await service.cloner.prompt(service.models.get(), audio, form.ref_text, mode, field="ref_audio")
-    speech = await prepare(request, body, clone)
-    return await respond(speech, body)
+    speech = await service.clone_and_speak(form.synthesis(), audio, form.ref_text, form.mode)
+    context.record_speech(speech, "clone", form.response_format, len(form.input))
+    return await respond(request, speech, form)
 
 
 @router.post("/v1/audio/speech/stream")
-async def stream_speech_sse(body: SpeechRequest, request: Request) -> Response:
+async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
     """The earlier server's SSE path: base64 16-bit PCM deltas, the done event, then `data: [DONE]`."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "sse"})
-    speech = await prepare(request, body)
+    speech = await service.speak(body.synthesis())
+    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
 
     async def events():
         async for event in speech.sse(body.include_text):
@@ -74,10 +87,11 @@ async def stream_speech_sse(body: SpeechRequest, request: Request) -> Response:
 
 
 @router.post("/v1/audio/speech/stream/pcm")
-async def stream_speech_pcm(body: SpeechRequest, request: Request) -> Response:
+async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
     """The earlier server's raw PCM path: 16-bit little-endian mono, format given in headers."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
-    speech = await prepare(request, body)
+    speech = await service.speak(body.synthesis())
+    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
     headers = {
         **STREAM_HEADERS,
         **speech.text_headers(body.include_text),

@@ -2,7 +2,7 @@
 
 Containers and codecs are PyAV's (libmp3lame, libopus in Ogg with short pages, AAC in ADTS, FLAC, PCM
 in WAV); raw `pcm` is 16-bit little-endian with no header; `mulaw` and `alaw` are G.711 at 8 kHz for
-telephony. Resampling (an output rate other than 24 kHz) is soxr's streaming resampler.
+telephony. Resampling (an output rate other than the model's) is soxr's streaming resampler.
 """
 
 from __future__ import annotations
@@ -15,8 +15,6 @@ import soxr
 
 from ..errors import InvalidInputError
 
-SOURCE_RATE = 24000
-
 
 @dataclass(frozen=True)
 class AudioFormat:
@@ -24,7 +22,7 @@ class AudioFormat:
     container: str | None  # None: raw samples, no container
     codec: str
     media_type: str
-    default_rate: int = SOURCE_RATE
+    default_rate: int | None = None  # None: the source's rate (the model's)
     rates: tuple[int, ...] | None = None  # None: any rate
 
 
@@ -43,14 +41,15 @@ FORMATS = {
 }
 
 
-def audio_format(name: str, sample_rate: int | None = None) -> tuple[AudioFormat, int]:
-    """The format and output rate for a request; unknown names and unsupported rates are refused."""
+def audio_format(name: str, sample_rate: int | None, source_rate: int) -> tuple[AudioFormat, int]:
+    """The format and output rate for a request (audio made at `source_rate`); unknown names and unsupported
+    rates are refused."""
     fmt = FORMATS.get(name)
     if fmt is None:
         raise InvalidInputError(
             f"unsupported response_format {name!r}; choose one of {', '.join(FORMATS)}", param="response_format"
         )
-    rate = sample_rate or fmt.default_rate
+    rate = sample_rate or fmt.default_rate or source_rate
     if not 8000 <= rate <= 48000 or (fmt.rates is not None and rate not in fmt.rates):
         allowed = ", ".join(map(str, fmt.rates)) if fmt.rates else "8000 to 48000"
         raise InvalidInputError(f"{name} cannot be sent at {rate} Hz; allowed: {allowed}", param="sample_rate")
@@ -76,14 +75,13 @@ class _Sink:
 
 
 class StreamEncoder:
-    """Feed float32 24 kHz mono chunks to `write`; call `close` once for the trailing bytes."""
+    """Feed float32 mono chunks at `source_rate` to `write`; call `close` once for the trailing bytes. The
+    format and `rate` are `audio_format`'s."""
 
-    def __init__(self, name: str, sample_rate: int | None = None):
-        self.format, self.rate = audio_format(name, sample_rate)
+    def __init__(self, format: AudioFormat, rate: int, source_rate: int):
+        self.format, self.rate = format, rate
         self._resampler = (
-            soxr.ResampleStream(SOURCE_RATE, self.rate, 1, dtype="float32", quality="HQ")
-            if self.rate != SOURCE_RATE
-            else None
+            soxr.ResampleStream(source_rate, rate, 1, dtype="float32", quality="HQ") if rate != source_rate else None
         )
         self._sink = _Sink()
         self._container = None

@@ -7,8 +7,6 @@ from fractions import Fraction
 import av
 import numpy as np
 
-RATE = 24000
-
 
 def atempo_factors(speed: float) -> list[float]:
     """atempo takes 0.5-2.0 per instance; wider speeds are a chain of them."""
@@ -23,12 +21,13 @@ def atempo_factors(speed: float) -> list[float]:
 
 
 class Tempo:
-    """Feed float32 24 kHz mono chunks to `process`; call `flush` once at the end."""
+    """Feed float32 mono chunks at `sample_rate` to `process`; call `flush` once at the end."""
 
-    def __init__(self, speed: float):
+    def __init__(self, speed: float, sample_rate: int):
+        self.rate = sample_rate
         self._graph = av.filter.Graph()
         self._source = self._graph.add_abuffer(
-            format="flt", sample_rate=RATE, layout="mono", time_base=Fraction(1, RATE)
+            format="flt", sample_rate=sample_rate, layout="mono", time_base=Fraction(1, sample_rate)
         )
         previous = self._source
         for factor in atempo_factors(speed):
@@ -44,7 +43,7 @@ class Tempo:
         samples = np.ascontiguousarray(audio, dtype=np.float32)
         if len(samples):
             frame = av.AudioFrame.from_ndarray(samples[None], format="flt", layout="mono")
-            frame.sample_rate, frame.pts, frame.time_base = RATE, self._pts, Fraction(1, RATE)
+            frame.sample_rate, frame.pts, frame.time_base = self.rate, self._pts, Fraction(1, self.rate)
             self._pts += len(samples)
             self._source.push(frame)
         return self._pull()

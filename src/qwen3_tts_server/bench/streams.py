@@ -19,7 +19,7 @@ import torch
 
 from ..engine.engine import Engine
 from ..engine.jobs import SpeechJob
-from ..model.prompt import VoiceRequest
+from ..model.prompt import SpeechInput
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
 from .peers import PeerResult
@@ -38,11 +38,11 @@ class LevelResult:
     longest_prefill_stall_ms: float
 
 
-def bench_request(model: Qwen3TTSModel) -> VoiceRequest:
+def bench_request(model: Qwen3TTSModel) -> SpeechInput:
     if model.model_type == "custom_voice":
-        return VoiceRequest(BENCH_TEXT, "English", speaker=model.speakers[0])
+        return SpeechInput(BENCH_TEXT, "English", speaker=model.speakers[0])
     if model.model_type == "voice_design":
-        return VoiceRequest(BENCH_TEXT, "English", instruct="A calm, clear narrator.")
+        return SpeechInput(BENCH_TEXT, "English", instruct="A calm, clear narrator.")
     voice = VoicePrompt(
         id="bench",
         mode="x_vector",
@@ -51,11 +51,11 @@ def bench_request(model: Qwen3TTSModel) -> VoiceRequest:
             model.config.talker.stack.hidden_size, generator=torch.Generator().manual_seed(0)
         ),
     )
-    return VoiceRequest(BENCH_TEXT, "English", voice=voice)
+    return SpeechInput(BENCH_TEXT, "English", voice=voice)
 
 
 async def _run_level(engine: Engine, model: Qwen3TTSModel, concurrency: int, frames: int) -> LevelResult:
-    request = bench_request(model)
+    request = model.prompts.prepare(bench_request(model))
 
     async def one(seed: int) -> tuple[float, float, int]:
         job = SpeechJob(request, model.sampling(seed=seed), max_frames=frames, suppress_eos=True)

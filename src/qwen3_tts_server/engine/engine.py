@@ -19,18 +19,17 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..config import MAX_REQUEST_FRAMES
 from ..errors import EngineBusyError, EngineStoppedError, RequestTimeoutError, TTSError
 from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
 from ..model.tts_model import Qwen3TTSModel
-from .jobs import AudioChunk, SpeechJob, to_pcm
+from .jobs import AudioChunk, SpeechJob
 from .model_manager import ModelManager
 
 log = logging.getLogger(__name__)
 _END = object()
-# No request runs past this many frames (80 ms each: 20 minutes); reaching it ends the request with
-# finish_reason "length", never silently.
-MAX_FRAMES_CAP = 15000
+StepListener = Callable[[float, float | None], None]
 
 
 def default_batch_size() -> int:
@@ -98,11 +97,6 @@ class JobStream:
         self._handle.cancelled = True
         self._engine.wake()
 
-    @property
-    def queue_position(self) -> int | None:
-        """0-based place in the wait queue; None once admitted."""
-        return self._engine.queue_position(self._handle)
-
 
 class Engine:
     def __init__(
@@ -111,7 +105,7 @@ class Engine:
         max_batch_size: int | None = None,
         max_queue_depth: int = 64,
         max_prefills_per_step: int = 2,
-        max_frames_cap: int = MAX_FRAMES_CAP,
+        max_frames_cap: int = MAX_REQUEST_FRAMES,
     ):
         self.models = models if isinstance(models, ModelManager) else ModelManager.fixed(models)
         self.max_batch_size = max_batch_size or default_batch_size()
@@ -127,7 +121,7 @@ class Engine:
         self._stopping = False
         self._thread: threading.Thread | None = None
         # Told after every step, on the engine thread: (step seconds, codec decode seconds or None).
-        self.on_step: Callable[[float, float | None], None] | None = None
+        self._step_listeners: list[StepListener] = []
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
@@ -150,6 +144,10 @@ class Engine:
         if self._thread is not None:
             self._thread.join()
             self._thread = None
+
+    def add_step_listener(self, listener: StepListener) -> None:
+        """Call `listener(step seconds, codec decode seconds or None)` after every step, on the engine thread."""
+        self._step_listeners.append(listener)
 
     def wake(self) -> None:
         with self._cv:
@@ -174,11 +172,6 @@ class Engine:
                 waiting.append(handle)
             self._cv.notify()
         return JobStream(handle, self)
-
-    def queue_position(self, handle: _Handle) -> int | None:
-        with self._cv:
-            waiting = list(self._interactive) + list(self._batch)
-        return waiting.index(handle) if handle in waiting else None
 
     @property
     def waiting(self) -> int:
@@ -265,13 +258,13 @@ class Engine:
             job = handle.job
             try:
                 row, _ = model.add_row(
-                    self.generator, job.request, job.params, job.max_frames, job.suppress_eos, self.max_frames_cap
+                    self.generator, job.input, job.params, job.max_frames, job.suppress_eos, self.max_frames_cap
                 )
             except TTSError as exc:
                 handle.deliver(exc)
                 continue
             handle.row, handle.admitted = row, time.monotonic()
-            handle.codec = model.codec_state(job.request.voice)
+            handle.codec = model.codec_state(job.input.voice.voice)
             self._active[row] = handle
 
     def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
@@ -292,8 +285,9 @@ class Engine:
                 handle.finish_reason = frame.finished
             stepped = time.perf_counter()
             decoded = self._emit()
-            if self.on_step is not None:
-                self.on_step(stepped - started, time.perf_counter() - stepped if decoded else None)
+            decode_seconds = time.perf_counter() - stepped if decoded else None
+            for listener in self._step_listeners:
+                listener(stepped - started, decode_seconds)
         except Exception as exc:  # a fault in the model must not take the engine down with it
             log.exception("engine step failed")
             for row, handle in list(self._active.items()):
@@ -314,7 +308,7 @@ class Engine:
             for handle, samples, chunk_codes in zip(handles, audio, codes.cpu().numpy(), strict=True):
                 handle.deliver(
                     AudioChunk(
-                        audio=to_pcm(samples, handle.job.pcm),
+                        audio=samples,
                         codes=chunk_codes,
                         first_frame=handle.frames_sent,
                         queue_seconds=handle.admitted - handle.submitted,

@@ -5,20 +5,18 @@ from __future__ import annotations
 import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Literal
 
 import numpy as np
 
-from ..model.prompt import VoiceRequest
+from ..model.prompt import TokenizedInput
 from ..model.sampling import SamplingParams
 
 DEFAULT_CHUNK_SCHEDULE = (1, 2, 4, 8)
-FRAME_SECONDS = 0.08  # 12.5 frames a second
 
 
 @dataclass(frozen=True)
 class SpeechJob:
-    request: VoiceRequest
+    input: TokenizedInput  # checked and tokenized: the engine only embeds and prefills it
     params: SamplingParams
     max_frames: int | None = None  # default: the model's budget from the text length
     interactive: bool = True  # streamed requests are admitted before whole-file ones
@@ -28,7 +26,6 @@ class SpeechJob:
     # Frames per audio chunk: the listed sizes, then the last one repeated.
     chunk_schedule: tuple[int, ...] = DEFAULT_CHUNK_SCHEDULE
     suppress_eos: bool = False  # run to max_frames (benchmarks)
-    pcm: Literal["float32", "int16"] = "float32"  # sample format of AudioChunk.audio
 
     def chunk_sizes(self) -> Iterator[int]:
         yield from self.chunk_schedule
@@ -37,7 +34,7 @@ class SpeechJob:
 
 @dataclass(frozen=True)
 class AudioChunk:
-    """Consecutive frames of one job: 24 kHz mono audio (float32 in [-1, 1] or int16), 1920 samples a frame."""
+    """Consecutive frames of one job: float32 mono audio in [-1, 1] at the model's sample rate."""
 
     audio: np.ndarray
     codes: np.ndarray  # (frames, num_code_groups)
@@ -49,10 +46,3 @@ class AudioChunk:
     @property
     def frames(self) -> int:
         return len(self.codes)
-
-
-def to_pcm(audio: np.ndarray, pcm: str) -> np.ndarray:
-    """float32 [-1, 1] -> the job's sample format (int16 rounds to nearest, full scale 32767)."""
-    if pcm == "int16":
-        return np.round(np.clip(audio, -1.0, 1.0) * 32767.0).astype(np.int16)
-    return np.ascontiguousarray(audio, dtype=np.float32)

@@ -10,9 +10,10 @@ import threading
 import time
 from collections.abc import Callable
 
+import numpy as np
 import torch
 
-from ..model.prompt import VoiceRequest
+from ..model.prompt import SpeechInput
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
 
@@ -26,12 +27,12 @@ class ModelState(str, enum.Enum):
     UNLOADING = "unloading"
 
 
-def warm_up(model: Qwen3TTSModel) -> None:
-    """A two-frame synthesis and decode through every part a request will use."""
+def warm_up_model(model: Qwen3TTSModel) -> np.ndarray:
+    """A two-frame synthesis and decode through every part a request will use; returns the audio."""
     if model.model_type == "custom_voice":
-        request = VoiceRequest("Warm up.", speaker=model.speakers[0])
+        request = SpeechInput("Warm up.", speaker=model.speakers[0])
     elif model.model_type == "voice_design":
-        request = VoiceRequest("Warm up.", instruct="A neutral voice.")
+        request = SpeechInput("Warm up.", instruct="A neutral voice.")
     else:
         voice = VoicePrompt(
             id="warm-up",
@@ -39,9 +40,9 @@ def warm_up(model: Qwen3TTSModel) -> None:
             checkpoint=model.fingerprint,
             speaker_embedding=torch.zeros(model.config.talker.stack.hidden_size),
         )
-        request = VoiceRequest("Warm up.", voice=voice)
+        request = SpeechInput("Warm up.", voice=voice)
     result = model.generate([request], model.sampling(seed=0), max_frames=2)[0]
-    model.decode(result.codes)
+    return model.decode(result.codes)
 
 
 class ModelManager:
@@ -49,7 +50,7 @@ class ModelManager:
         self,
         loader: Callable[[], Qwen3TTSModel],
         idle_timeout: float = 0.0,
-        warmup: Callable[[Qwen3TTSModel], None] | None = warm_up,
+        warmup: Callable[[Qwen3TTSModel], object] | None = warm_up_model,
     ):
         self._loader = loader
         self._warmup = warmup

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import asyncio
+import math
 import signal
 import sys
 
@@ -42,7 +43,7 @@ def main(argv: list[str]) -> int:
         access_log=False,  # the app logs each proxied request itself
         server_header=False,  # the worker's own headers pass through
         date_header=False,
-        timeout_graceful_shutdown=settings.shutdown_grace,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
     )
     # uvicorn re-raises a SIGTERM/SIGINT it handled once it has shut down; these handlers absorb it so that a
     # graceful stop exits 0.

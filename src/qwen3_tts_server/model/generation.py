@@ -21,7 +21,8 @@ from .step_graphs import StepGraphs, StepOutputs, no_row_running
 from .talker import Talker
 
 MIN_FRAMES = 2
-LENGTH = 2  # a row's end, as the step computes it on the device: 0 goes on, 1 EOS, 2 its frame budget
+# A row's end as the step computes it on the device (an index into FINISH_REASONS): 0 goes on, 1 EOS.
+FINISH_CODE_BUDGET = 2  # the row made its frame budget
 FINISH_REASONS = (None, "eos", "length")
 SPAN_STEP = 128  # a static step attends over a multiple of this many cache positions
 
@@ -247,7 +248,7 @@ class FrameGenerator:
         hidden = self.talker.model.decode(inputs, self.cache, rows, span)[:, 0]
         self._sample_code0(rows, hidden, talker)
         eos = self.code0[rows] == self.cfg.codec_eos_id
-        return codes, torch.where(made >= self.budget[rows], LENGTH, eos.long())
+        return codes, torch.where(made >= self.budget[rows], FINISH_CODE_BUDGET, eos.long())
 
     def _sample_code0(self, rows: slice | torch.Tensor, hidden: torch.Tensor, sampling: RowSampling) -> None:
         """Choose the next codebook-0 code of the running rows among `rows` from their talker states."""

@@ -14,8 +14,6 @@ import torch
 from ..errors import InvalidInputError
 from .config import GenerationDefaults
 
-# The settings a request (CLI flags, API body) may override, by the same names on both.
-REQUEST_OVERRIDES = ("temperature", "top_k", "top_p", "repetition_penalty", "seed")
 Setting = tuple[bool, float, int, float]  # do_sample, temperature, top_k, top_p
 
 

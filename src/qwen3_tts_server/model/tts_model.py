@@ -1,5 +1,6 @@
-"""A loaded Qwen3-TTS checkpoint: configuration, text tokenizer, talker and codec decoder, plus the
-whole-request conveniences (`generate`, `decode`) built on the step-wise `FrameGenerator`."""
+"""A loaded Qwen3-TTS model at run time: configuration, text prompts, talker and codec decoder, plus the
+whole-request conveniences (`generate`, `decode`) built on the step-wise `FrameGenerator`. Reading a
+checkpoint is `loading.py`'s; cloning a voice is `voice_cloning.py`'s."""
 
 from __future__ import annotations
 
@@ -7,31 +8,19 @@ import os
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
 import numpy as np
 import torch
-from torch import nn
 
 from ..errors import InvalidInputError
-from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
-from .codec import SpeechTokenizer
 from .codec_stream import CodecStreamState, StreamingCodecDecoder
-from .config import CodecDecoderConfig, CodecEncoderConfig, GenerationDefaults, TTSConfig
 from .generation import FrameGenerator
-from .layers import fuse_projections
-from .prompt import PromptBuilder, TalkerPrompt, VoiceRequest
-from .sampling import REQUEST_OVERRIDES, SamplingParams
-from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
-from .talker import Talker
-from .text_tokenizer import TextTokenizer
-from .voice_prompt import Mode, VoicePrompt, voice_prompt_id
+from .loading import CheckpointParts, load_checkpoint
+from .prompt import PromptBuilder, SpeechInput, TalkerPrompt, TokenizedInput
+from .sampling import SamplingParams
+from .voice_cloning import VoiceEncoder
+from .voice_prompt import VoicePrompt
 
-if TYPE_CHECKING:  # only the type: the model layer does no audio I/O
-    from ..audio.reference import ReferenceAudio
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 # Frame budget when the caller sets none: generous for slow speech (a frame is 80 ms; a text token is
 # usually spoken in 2-4 frames), never a cut-off for long input since it grows with the text.
 BUDGET_BASE_FRAMES = 40
@@ -49,62 +38,27 @@ class Generated:
     finish_reason: str  # "eos" | "length"
 
 
-def parse_device(name: str | torch.device) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise InvalidInputError(f"unknown device {name!r}: {exc}", param="device") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise InvalidInputError("CUDA is not available here; use --device cpu", param="device")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise InvalidInputError(f"no CUDA device {device.index}; {torch.cuda.device_count()} available", param="device")
-    return device
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise InvalidInputError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
-
-
-class TTSWeights(nn.Module):
-    """The modules of model.safetensors: the talker and, for Base models, the speaker encoder."""
-
-    def __init__(self, config: TTSConfig):
-        super().__init__()
-        self.talker = Talker(config.talker)
-        self.speaker_encoder = (
-            SpeakerEncoder(SpeakerEncoderConfig.parse(config.speaker_encoder)) if config.model_type == "base" else None
-        )
-
-
 class Qwen3TTSModel:
-    def __init__(
-        self,
-        directory: Path,
-        config: TTSConfig,
-        codec_config: CodecDecoderConfig,
-        defaults: GenerationDefaults,
-        tokenizer: TextTokenizer,
-        weights: TTSWeights,
-        speech_tokenizer: SpeechTokenizer,
-        fingerprint: str,
-    ):
-        self.directory = directory
-        self.config = config
-        self.codec_config = codec_config
-        self.defaults = defaults
-        self.tokenizer = tokenizer
-        self.talker = weights.talker
-        self.speaker_encoder = weights.speaker_encoder
-        self.codec = speech_tokenizer.decoder
+    def __init__(self, parts: CheckpointParts):
+        self.directory = parts.directory
+        self.config = parts.config
+        self.codec_config = parts.codec_config
+        self.defaults = parts.defaults
+        self.tokenizer = parts.tokenizer
+        self.talker = parts.weights.talker
+        self.codec = parts.speech_tokenizer.decoder
         self.codec_stream = StreamingCodecDecoder(self.codec)
-        self.codec_encoder = speech_tokenizer.encoder
-        self.fingerprint = fingerprint
+        self.fingerprint = parts.fingerprint
         self.device = self.talker.codec_head.weight.device
         self.dtype = self.talker.codec_head.weight.dtype
-        self.prompts = PromptBuilder(config, tokenizer, self.talker, fingerprint)
+        self.prompts = PromptBuilder(parts.config, parts.tokenizer, self.talker, parts.fingerprint)
+        self.voice_encoder = VoiceEncoder(
+            parts.weights.speaker_encoder,
+            parts.speech_tokenizer.encoder,
+            self.prompts,
+            self.device,
+            parts.config.model_type,
+        )
         self._primed: dict[str, CodecStreamState] = {}  # by voice prompt id, least recently used first
         self._primed_lock = threading.Lock()
 
@@ -112,43 +66,7 @@ class Qwen3TTSModel:
     def load(
         cls, name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
     ) -> Qwen3TTSModel:
-        device = parse_device(device)
-        if device.type == "cuda":  # float32 matrix products on tensor cores (TF32); bfloat16 is unaffected
-            torch.backends.cuda.matmul.allow_tf32 = True
-            torch.backends.cudnn.allow_tf32 = True
-        directory = resolve_checkpoint(name_or_path)
-        dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
-        config = TTSConfig.parse(read_json(directory / "config.json"))
-        codec_raw = read_json(directory / "speech_tokenizer" / "config.json")
-        codec_config = CodecDecoderConfig.parse(codec_raw)
-        # The codec encoder only serves voice cloning, so only Base models load it.
-        encoder_config = CodecEncoderConfig.parse(codec_raw) if config.model_type == "base" else None
-        defaults = GenerationDefaults.parse(read_json(directory / "generation_config.json"))
-        tokenizer = TextTokenizer.from_directory(directory)
-        with torch.device("meta"):
-            weights = TTSWeights(config)
-            speech_tokenizer = SpeechTokenizer(codec_config, encoder_config)
-        load_weights(weights, directory / "model.safetensors", device, dtype, prefixes=("talker.", "speaker_encoder."))
-        load_weights(
-            speech_tokenizer,
-            directory / "speech_tokenizer" / "model.safetensors",
-            device,
-            dtype,
-            prefixes=("decoder.", "encoder."),
-        )
-        for module in (weights, speech_tokenizer):
-            fuse_projections(module)
-            module.eval()
-        return cls(
-            directory,
-            config,
-            codec_config,
-            defaults,
-            tokenizer,
-            weights,
-            speech_tokenizer,
-            checkpoint_fingerprint(directory),
-        )
+        return cls(load_checkpoint(name_or_path, device, dtype))
 
     @property
     def model_type(self) -> str:
@@ -174,10 +92,6 @@ class Qwen3TTSModel:
         """Sampling settings: generation_config.json defaults with the given overrides."""
         return SamplingParams.from_defaults(self.defaults, **overrides)
 
-    def sampling_for(self, source: object) -> SamplingParams:
-        """Sampling settings with the overrides a request carries as attributes (None: the default)."""
-        return self.sampling(**{name: getattr(source, name) for name in REQUEST_OVERRIDES})
-
     @staticmethod
     def frame_budget(prompt: TalkerPrompt) -> int:
         return BUDGET_BASE_FRAMES + BUDGET_FRAMES_PER_TOKEN * prompt.text_tokens
@@ -185,18 +99,17 @@ class Qwen3TTSModel:
     def add_row(
         self,
         generator: FrameGenerator,
-        request: VoiceRequest,
+        request: TokenizedInput,
         params: SamplingParams,
         max_frames: int | None = None,
         suppress_eos: bool = False,
         frame_cap: int | None = None,
     ) -> tuple[int, int]:
-        """Validate a request and prefill it into a free row: returns (row, frame budget). The budget is
-        `max_frames`, else the text-length default, never above `frame_cap`."""
+        """Prefill a prepared input into a free row: returns (row, frame budget). The budget is `max_frames`,
+        else the text-length default, never above `frame_cap`."""
         if max_frames is not None and max_frames < 1:
             raise InvalidInputError(f"max_frames must be >= 1, got {max_frames}", param="max_frames")
-        prompt = self.prompts.build(request)
-        params.validate()
+        prompt = self.prompts.embed(request)
         budget = max_frames if max_frames is not None else self.frame_budget(prompt)
         if frame_cap is not None:
             budget = min(budget, frame_cap)
@@ -204,14 +117,15 @@ class Qwen3TTSModel:
 
     def generate(
         self,
-        requests: Sequence[VoiceRequest],
+        requests: Sequence[SpeechInput | TokenizedInput],
         params: SamplingParams | Sequence[SamplingParams],
         max_frames: int | None = None,
         on_frames: Callable[[int, int], None] | None = None,
         suppress_eos: bool = False,
     ) -> list[Generated]:
-        """Generate the codes of several requests together, each row at its own pace. `on_frames(done,
-        budget)` reports progress after every step: frames made so far and the sum of the rows' budgets."""
+        """Generate the codes of several requests together, each row at its own pace (inputs not yet prepared
+        are checked and tokenized first). `on_frames(done, budget)` reports progress after every step: frames
+        made so far and the sum of the rows' budgets."""
         if not requests:
             return []
         if isinstance(params, SamplingParams):
@@ -220,7 +134,8 @@ class Qwen3TTSModel:
         row_of = {}
         total_budget = 0
         for i, (request, p) in enumerate(zip(requests, params, strict=True)):
-            row, budget = self.add_row(generator, request, p, max_frames, suppress_eos)
+            prepared = request if isinstance(request, TokenizedInput) else self.prompts.prepare(request)
+            row, budget = self.add_row(generator, prepared, p, max_frames, suppress_eos)
             total_budget += budget
             row_of[row] = i
         frames: list[list[torch.Tensor]] = [[] for _ in requests]
@@ -287,46 +202,6 @@ class Qwen3TTSModel:
         if codes.numel() and (int(codes.min()) < 0 or int(codes.max()) >= cfg.codebook_size):
             raise InvalidInputError(f"codes must lie in [0, {cfg.codebook_size})")
         return codes
-
-    @torch.inference_mode()
-    def voice_prompt_key(
-        self, audio_sha256: str, ref_text: str | None, x_vector_only: bool
-    ) -> tuple[str, Mode, str | None]:
-        """(prompt id, mode, cleaned transcript) of the voice prompt that reference audio with this SHA-256
-        would give: a cache can be consulted before the audio is decoded."""
-        if self.speaker_encoder is None or self.codec_encoder is None:
-            raise InvalidInputError(
-                f"voice cloning needs a Base checkpoint (Qwen3-TTS-12Hz-*-Base); this is a {self.model_type} model",
-                param="model",
-            )
-        ref_text = (ref_text or "").strip() or None
-        if not x_vector_only and ref_text is None:
-            raise InvalidInputError(
-                "in-context cloning needs ref_text, the transcript of the reference audio "
-                "(or use x-vector-only mode, which needs none)",
-                param="ref_text",
-            )
-        mode: Mode = "x_vector" if x_vector_only else "in_context"
-        return voice_prompt_id(audio_sha256, ref_text, mode, self.fingerprint), mode, ref_text
-
-    def create_voice_prompt(
-        self, reference: ReferenceAudio, ref_text: str | None = None, x_vector_only: bool = False
-    ) -> VoicePrompt:
-        """Clone a voice from reference audio (Base models): the speaker embedding, plus in in-context mode
-        (the default) the reference's codec codes and its transcript `ref_text`."""
-        prompt_id, mode, ref_text = self.voice_prompt_key(reference.sha256, ref_text, x_vector_only)
-        samples = torch.from_numpy(reference.samples)
-        # The mel front end runs on the CPU in float32, as the official one does; the encoder on the device.
-        embedding = self.speaker_encoder.embed(samples).float().cpu()
-        codes = None if x_vector_only else self.codec_encoder.encode(samples[None].to(self.device))[0].cpu()
-        return VoicePrompt(
-            id=prompt_id,
-            mode=mode,
-            checkpoint=self.fingerprint,
-            speaker_embedding=embedding,
-            ref_codes=codes,
-            ref_text=None if x_vector_only else ref_text,
-        )
 
     def frames_to_seconds(self, frames: int) -> float:
         return frames * self.samples_per_frame / self.sample_rate

@@ -38,6 +38,7 @@ class VoicePrompt:
     speaker_embedding: torch.Tensor  # (hidden,) float32, CPU
     ref_codes: torch.Tensor | None = None  # (frames, 16) int64, CPU; in-context mode only
     ref_text: str | None = None
+    ref_text_ids: tuple[int, ...] | None = None  # the transcript's prompt tokens (in-context mode)
 
     @property
     def in_context(self) -> bool:
@@ -56,6 +57,7 @@ class VoicePrompt:
             "mode": self.mode,
             "checkpoint": self.checkpoint,
             "ref_text": self.ref_text,
+            "ref_text_ids": None if self.ref_text_ids is None else list(self.ref_text_ids),
         }
         path.with_suffix(".json").write_text(json.dumps(meta, ensure_ascii=False, indent=1) + "\n", encoding="utf-8")
 
@@ -78,4 +80,5 @@ class VoicePrompt:
             speaker_embedding=tensors["speaker_embedding"],
             ref_codes=tensors.get("ref_codes"),
             ref_text=meta.get("ref_text"),
+            ref_text_ids=None if meta.get("ref_text_ids") is None else tuple(meta["ref_text_ids"]),
         )

@@ -21,6 +21,7 @@ class CachedSpeech(SpeechOutput):
         for start in range(0, len(self.body), REPLAY_CHUNK_BYTES):
             yield self.body[start : start + REPLAY_CHUNK_BYTES]
         self.total_seconds = time.perf_counter() - self.started
+        self.finished = True
 
     async def aclose(self) -> None:
         """Nothing to give back: a replay holds no engine rows."""

@@ -8,6 +8,7 @@ import hashlib
 from ..audio.reference import load_reference
 from ..errors import InvalidInputError
 from ..model.tts_model import Qwen3TTSModel
+from ..model.voice_cloning import CloneKey
 from ..model.voice_prompt import Mode, VoicePrompt
 from .voice_library import PromptCache
 
@@ -36,27 +37,27 @@ class VoiceCloner:
         self._busy = asyncio.Lock()
 
     async def prompt(
-        self, model: Qwen3TTSModel, audio: bytes, ref_text: str | None, mode: Mode, field: str = "audio"
+        self, model: Qwen3TTSModel, audio: bytes, ref_text: str | None, mode: str | None, field: str = "audio"
     ) -> VoicePrompt:
-        """The clone prompt of `audio` (any common format) with transcript `ref_text`: cached, or computed.
-        Errors about the audio name `field`, the form field it came in."""
-        x_vector_only = mode == "x_vector"
-        prompt_id, _, _ = model.voice_prompt_key(hashlib.sha256(audio).hexdigest(), ref_text, x_vector_only)
-        prompt = self.cache.get(prompt_id)
+        """The clone prompt of `audio` (any common format) with transcript `ref_text` in `mode` (a name as
+        `parse_mode` reads it): cached, or computed. Errors about the audio name `field`, its form field."""
+        x_vector_only = parse_mode(mode, ref_text) == "x_vector"
+        key = model.voice_encoder.prompt_key(hashlib.sha256(audio).hexdigest(), ref_text, x_vector_only)
+        prompt = self.cache.get(key.prompt_id)
         if prompt is not None:
             return prompt
         async with self._busy:
-            prompt = self.cache.get(prompt_id, count=False)  # a request just before this one may have made it
+            prompt = self.cache.get(key.prompt_id, count=False)  # a request just before this one may have made it
             if prompt is None:
-                prompt = await asyncio.to_thread(_clone, model, audio, ref_text, x_vector_only, field)
+                prompt = await asyncio.to_thread(_clone, model, audio, key, field)
                 self.cache.put(prompt)
         return prompt
 
 
-def _clone(model: Qwen3TTSModel, audio: bytes, ref_text: str | None, x_vector_only: bool, field: str) -> VoicePrompt:
+def _clone(model: Qwen3TTSModel, audio: bytes, key: CloneKey, field: str) -> VoicePrompt:
     try:
         reference = load_reference(audio)
     except InvalidInputError as exc:
         exc.param = field
         raise
-    return model.create_voice_prompt(reference, ref_text, x_vector_only=x_vector_only)
+    return model.voice_encoder.encode(reference, key=key)

@@ -5,7 +5,7 @@ label ever carries text or a voice id."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
@@ -47,7 +47,7 @@ class RequestOutcome:
 
 
 class Metrics:
-    def __init__(self, engine: Engine, caches: dict[str, Callable[[], CacheCounts | None]]):
+    def __init__(self, engine: Engine, caches: Mapping[str, Callable[[], CacheCounts | None]]):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
         self.registry.register(_LiveState(engine, caches))
@@ -91,7 +91,7 @@ class Metrics:
             buckets=RTF_BUCKETS,
             registry=r,
         )
-        engine.on_step = self.observe_step
+        engine.add_step_listener(self.observe_step)
 
     def observe_step(self, step_seconds: float, decode_seconds: float | None) -> None:
         """Called from the engine thread after each step (decode: None when no chunk was due)."""
@@ -122,7 +122,7 @@ class Metrics:
 class _LiveState(Collector):
     """Gauges read at scrape time, and the caches' counters."""
 
-    def __init__(self, engine: Engine, caches: dict[str, Callable[[], CacheCounts | None]]):
+    def __init__(self, engine: Engine, caches: Mapping[str, Callable[[], CacheCounts | None]]):
         self._engine = engine
         self._caches = caches
 

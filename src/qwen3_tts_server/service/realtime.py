@@ -10,22 +10,20 @@ and starts a fresh sender.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import logging
+from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from pydantic import ValidationError
-from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
-
-from ..api.schemas import SpeechRequest
 from ..audio.encoding import audio_format
-from ..errors import InvalidInputError, TTSError, error_body, invalid_value
+from ..errors import InvalidInputError, TTSError, error_body
 from ..text.segment import IncrementalSegmenter
+from .requests import SynthesisRequest
 from .speech import SpeechService
-from .speech_stream import SpeechStream
-from .voices import resolve_voice
+from .speech_stream import SpeechOutput, usage
 
 log = logging.getLogger(__name__)
 
@@ -51,10 +49,21 @@ MAX_MESSAGE_TEXT = 4096
 _PROBE_TEXT = "probe"  # stands in for the text when a config is checked
 
 
+class ChannelClosed(Exception):
+    """The client's connection is gone."""
+
+
 class Channel(Protocol):
+    """The connection to the client; sending on a closed one raises ChannelClosed."""
+
     async def send_text(self, data: str) -> None: ...
 
     async def send_bytes(self, data: bytes) -> None: ...
+
+
+# The session config with one text as a synthesis request, validated as the HTTP API validates a body
+# (the API layer supplies it; a bad value raises a TTSError naming the field).
+RequestParser = Callable[[dict[str, Any], str], SynthesisRequest]
 
 
 @dataclass(eq=False)
@@ -65,12 +74,8 @@ class Utterance:
     segments: list[Segment] = field(default_factory=list)
 
     def done_event(self) -> dict:
-        usage = {
-            "input_tokens": sum(s.speech.text_tokens for s in self.segments),
-            "output_tokens": sum(s.speech.frames for s in self.segments),
-        }
-        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
-        return {"type": "done", "utterance": self.number, "segments": len(self.segments), "usage": usage}
+        used = usage(sum(s.speech.text_tokens for s in self.segments), sum(s.speech.frames for s in self.segments))
+        return {"type": "done", "utterance": self.number, "segments": len(self.segments), "usage": used}
 
 
 @dataclass(eq=False)
@@ -78,13 +83,26 @@ class Segment:
     utterance: Utterance
     number: int
     text: str
-    speech: SpeechStream  # its engine job is already submitted
+    speech: SpeechOutput  # its engine job is already submitted
 
 
-def error_event(exc: TTSError | ValidationError) -> dict:
-    """The OpenAI error envelope as an event; validation errors read as the HTTP API's do."""
-    error = invalid_value(exc.errors()) if isinstance(exc, ValidationError) else exc
-    return {"type": "error", "error": error_body(error)}
+def error_event(exc: TTSError) -> dict:
+    """The OpenAI error envelope as an event."""
+    return {"type": "error", "error": error_body(exc)}
+
+
+def session_view(request: SynthesisRequest, sample_rate: int) -> dict[str, Any]:
+    """The session config as `session.updated` reports it."""
+    return {
+        "voice": request.voice,
+        "language": request.language,
+        "instructions": request.instructions,
+        "response_format": request.response_format,
+        "sample_rate": sample_rate,
+        "speed": request.speed,
+        **dataclasses.asdict(request.sampling),
+        "normalize": request.normalize,
+    }
 
 
 def parse_message(text: str | None) -> dict:
@@ -111,9 +129,10 @@ def message_text(message: dict) -> str:
 class RealtimeSession:
     """One connection's state. Use as `async with`: leaving cancels every job it started."""
 
-    def __init__(self, speech: SpeechService, channel: Channel):
+    def __init__(self, speech: SpeechService, channel: Channel, parse: RequestParser):
         self.speech = speech
         self.channel = channel
+        self.parse = parse
         self.config: dict[str, Any] = dict(DEFAULT_CONFIG)
         self.splitter = IncrementalSegmenter()
         self.utterance: Utterance | None = None  # the one taking text
@@ -147,7 +166,7 @@ class RealtimeSession:
                     await self._cancel()
                 case other:
                     raise InvalidInputError(f"unknown message type {other!r}", param="type")
-        except (TTSError, ValidationError) as exc:
+        except TTSError as exc:
             await self._event(error_event(exc))
 
     # -- messages --------------------------------------------------------------------------------------
@@ -159,18 +178,15 @@ class RealtimeSession:
         if unknown:
             raise InvalidInputError(f"unknown session field {unknown[0]!r}", param=unknown[0])
         config = {**self.config, **fields}
-        body = SpeechRequest.model_validate({**config, "input": _PROBE_TEXT})
-        if body.response_format not in RAW_FORMATS:
+        request = self.parse(config, _PROBE_TEXT)
+        if request.response_format not in RAW_FORMATS:
             raise InvalidInputError(
                 f"response_format must be one of {', '.join(RAW_FORMATS)} on the WebSocket", param="response_format"
             )
-        _, rate = audio_format(body.response_format, body.sample_rate)
-        model = self.speech.models.get()
-        model.prompts.validate(resolve_voice(model, body, self.speech.library))
-        model.sampling_for(body).validate()
+        await asyncio.to_thread(self.speech.check_voice, request)
+        _, rate = audio_format(request.response_format, request.sample_rate, self.speech.models.loaded.sample_rate)
         self.config = config
-        session = {**body.model_dump(include=CONFIG_FIELDS), "sample_rate": rate}
-        await self._event({"type": "session.updated", "session": session})
+        await self._event({"type": "session.updated", "session": session_view(request, rate)})
 
     async def _append(self, text: str) -> None:
         if self.utterance is None:
@@ -198,9 +214,8 @@ class RealtimeSession:
         """Start the clause's engine job now; the sender plays it in turn. A refusal is reported at once."""
         utterance.clauses += 1
         try:
-            body = SpeechRequest.model_validate({**utterance.config, "input": text})
-            speech = await self.speech.prepare(body)
-        except (TTSError, ValidationError) as exc:
+            speech = await self.speech.speak(self.parse(utterance.config, text))
+        except TTSError as exc:
             await self._event(error_event(exc))
             return
         segment = Segment(utterance, len(utterance.segments), text, speech)
@@ -212,7 +227,7 @@ class RealtimeSession:
         self.sender.cancel()
         await asyncio.wait([self.sender])
         error = None if self.sender.cancelled() else self.sender.exception()
-        if error is not None and not isinstance(error, (WebSocketDisconnect, WebSocketDisconnected)):
+        if error is not None and not isinstance(error, ChannelClosed):
             log.error("the WebSocket audio sender failed", exc_info=error)
         while not self.queue.empty():
             item = self.queue.get_nowait()

@@ -1,5 +1,5 @@
-"""From an API speech request to prepared audio: voice, text front end, sampling, then either the output
-cache's stored response or engine jobs (`SpeechStream`)."""
+"""From a synthesis request to prepared audio: the request is prepared once (voice, text front end, token ids,
+sampling, output format), then answered from the output cache or by engine jobs (`SpeechStream`)."""
 
 from __future__ import annotations
 
@@ -7,69 +7,75 @@ import asyncio
 import dataclasses
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from ..api.schemas import SpeechRequest
-from ..audio.encoding import StreamEncoder, audio_format
+from ..audio.encoding import AudioFormat, StreamEncoder, audio_format
 from ..audio.tempo import Tempo
 from ..engine.engine import Engine
 from ..engine.jobs import SpeechJob
 from ..engine.model_manager import ModelManager
-from ..errors import InvalidInputError
-from ..model.prompt import VoiceRequest
-from ..model.sampling import SamplingParams
+from ..model.prompt import VoiceSpec
+from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
-from ..text.frontend import TextSegment, text_segments
 from .audio_cache import AudioCache, CachedAudio, cache_key
 from .cached_speech import CachedSpeech
-from .cloning import VoiceCloner
+from .preparation import PreparedText, prepare_text
+from .requests import SynthesisRequest
 from .speech_stream import SpeechOutput, SpeechStream
 from .voice_library import VoiceLibrary
-from .voices import resolve_voice
+from .voices import VoiceService, resolve_voice
 
 log = logging.getLogger(__name__)
 
 
-@dataclass
-class _Plan:
-    jobs: list[SpeechJob]  # one per segment
-    segments: list[TextSegment]
-    text_tokens: int
+@dataclass(frozen=True)
+class _Prepared:
+    model: Qwen3TTSModel
+    text: PreparedText
+    format: AudioFormat
+    sample_rate: int  # of the output
     cache_key: str | None  # None: not cacheable (sampled without a seed) or no cache
 
 
 class SpeechService:
-    """What every speech route shares: the engine, the model, the voice library, the clone prompts and the
-    output cache."""
+    """What every speech entry point shares: the engine, the model, voices and the output cache."""
 
     def __init__(
         self,
         engine: Engine,
         models: ModelManager,
-        library: VoiceLibrary,
-        cloner: VoiceCloner,
+        voices: VoiceService,
         normalize_text: bool = True,
         audio_cache: AudioCache | None = None,
         request_timeout: float = 0.0,
     ):
         self.engine = engine
         self.models = models
-        self.library = library
-        self.cloner = cloner
+        self.voices = voices
         self.normalize_text = normalize_text  # the default for requests that do not say
         self.audio_cache = audio_cache
         self.request_timeout = request_timeout  # seconds for a whole request; 0: no limit
 
-    async def prepare(self, body: SpeechRequest, clone: VoicePrompt | None = None) -> SpeechOutput:
-        """Validate everything up front, so that errors are answered before any audio byte is sent. `clone`
-        is an inline cloned voice (the clone route); otherwise `body.voice` names the voice. The text front end
-        and tokenizing run in a worker thread: a 4096-character input must not hold up other streams."""
+    @property
+    def library(self) -> VoiceLibrary:
+        return self.voices.library
+
+    async def speak(self, request: SynthesisRequest, clone: VoicePrompt | None = None) -> SpeechOutput:
+        """The request's audio, with every error answered before any audio byte is sent. `clone` is an inline
+        cloned voice; otherwise `request.voice` names the voice. Preparing runs in a worker thread: a
+        4096-character input must not hold up other streams."""
         started = time.perf_counter()
-        plan = await asyncio.to_thread(self._plan, body, clone)
-        fmt, rate = audio_format(body.response_format, body.sample_rate)
-        output = dict(segments=plan.segments, media_type=fmt.media_type, sample_rate=rate, started=started)
-        if plan.cache_key is not None:
-            entry = await self.audio_cache.get(plan.cache_key)
+        prepared = await asyncio.to_thread(self._prepare, request, clone)
+        text = prepared.text
+        output = dict(
+            segments=text.segments,
+            media_type=prepared.format.media_type,
+            sample_rate=prepared.sample_rate,
+            frame_seconds=prepared.model.frames_to_seconds(1),
+            started=started,
+        )
+        if prepared.cache_key is not None:
+            entry = await self.audio_cache.get(prepared.cache_key)
             if entry is not None:
                 cut = entry.headers.get("X-Segments-Cut")
                 return CachedSpeech(
@@ -83,62 +89,70 @@ class SpeechService:
         timeout = self.request_timeout
         stream = SpeechStream(
             **output,
-            text_tokens=plan.text_tokens,
+            text_tokens=text.text_tokens,
             engine=self.engine,
-            jobs=plan.jobs,
-            encoder=StreamEncoder(body.response_format, body.sample_rate),
-            tempo=Tempo(body.speed) if body.speed != 1.0 else None,
+            jobs=[
+                SpeechJob(tokenized, params, interactive=request.interactive)
+                for tokenized, params in zip(text.inputs, text.params, strict=True)
+            ],
+            encoder=StreamEncoder(prepared.format, prepared.sample_rate, prepared.model.sample_rate),
+            tempo=Tempo(request.speed, prepared.model.sample_rate) if request.speed != 1.0 else None,
             deadline=time.monotonic() + timeout if timeout else None,
-            cache="off" if plan.cache_key is None else "miss",
+            cache="off" if prepared.cache_key is None else "miss",
         )
-        if plan.cache_key is not None:
-            stream.on_complete = lambda audio: self._store(plan.cache_key, stream, audio)
+        if prepared.cache_key is not None:
+            stream.on_complete = lambda audio: self._store(prepared.cache_key, stream, audio)
+        stream.start()  # a full queue: 503 before any byte
         return stream
+
+    async def clone_and_speak(
+        self, request: SynthesisRequest, audio: bytes, ref_text: str | None, mode: str | None
+    ) -> SpeechOutput:
+        """Speech in a voice cloned from inline reference audio; the clone prompt is cached by content hash."""
+        clone = await self.voices.clone_prompt(audio, ref_text, mode, field="ref_audio")
+        return await self.speak(request, clone)
+
+    def check_voice(self, request: SynthesisRequest) -> VoiceSpec:
+        """The request's voice, language, sampling and output format checked, as `speak` would."""
+        model = self.models.get()
+        voice = resolve_voice(model, self.library, request.voice, request.instructions)
+        model.prompts.check_language(request.language)
+        request.sampling.params(model)
+        audio_format(request.response_format, request.sample_rate, model.sample_rate)
+        return voice
 
     async def _store(self, key: str, stream: SpeechStream, audio: bytes) -> None:
         headers = {"X-Segments-Cut": ",".join(map(str, stream.cut_segments))} if stream.cut_segments else {}
         entry = CachedAudio(audio, stream.media_type, stream.frames, stream.text_tokens, headers)
         await self.audio_cache.put(key, entry)
 
-    def _plan(self, body: SpeechRequest, clone: VoicePrompt | None) -> _Plan:
+    def _prepare(self, request: SynthesisRequest, clone: VoicePrompt | None) -> _Prepared:
         model = self.models.get()
-        voice = resolve_voice(model, body, self.library, clone)
-        model.prompts.validate(voice)  # the voice and the language as given, before the text is cut up
-        normalize_text = self.normalize_text if body.normalize is None else body.normalize
-        segments = text_segments(body.input, body.language, normalize_text)
-        if not segments:
-            raise InvalidInputError("input is empty", param="input")
-        log.debug("spoken as %s", [(segment.language, segment.text) for segment in segments])
-        requests = [model.prompts.validate(replace(voice, text=s.text, language=s.language)) for s in segments]
-        params = model.sampling_for(body)
-        interactive = body.stream or body.stream_format == "sse"
-        # Each segment its own seed, derived from the request's: reproducible, yet not the same noise each time.
-        seeds = [None if params.seed is None else params.seed + index for index in range(len(requests))]
-        jobs = [
-            SpeechJob(request, replace(params, seed=seed), interactive=interactive)
-            for request, seed in zip(requests, seeds, strict=True)
-        ]
-        text_tokens = sum(len(model.prompts.text_ids(request.text)) for request in requests)
-        key = self._cache_key(model.fingerprint, body, voice, segments, params) if self.audio_cache else None
-        return _Plan(jobs, segments, text_tokens, key)
+        voice = resolve_voice(model, self.library, request.voice, request.instructions, clone)
+        fmt, rate = audio_format(request.response_format, request.sample_rate, model.sample_rate)
+        params = request.sampling.params(model)
+        normalize_text = self.normalize_text if request.normalize is None else request.normalize
+        text = prepare_text(model, voice, request.text, request.language, normalize_text, params)
+        log.debug("spoken as %s", [(segment.language, segment.text) for segment in text.segments])
+        key = self._cache_key(model, request, voice, text) if self.audio_cache else None
+        return _Prepared(model, text, fmt, rate, key)
 
     @staticmethod
-    def _cache_key(
-        checkpoint: str, body: SpeechRequest, voice: VoiceRequest, segments: list[TextSegment], params: SamplingParams
-    ) -> str | None:
+    def _cache_key(model: Qwen3TTSModel, request: SynthesisRequest, voice: VoiceSpec, text: PreparedText) -> str | None:
         """Everything that changes the response's bytes; None when sampling without a seed (no two alike)."""
+        params = text.params[0]
         if params.seed is None and (params.do_sample or params.subtalker_do_sample):
             return None
         return cache_key(
             {
-                "checkpoint": checkpoint,
-                "segments": [[segment.language, segment.text] for segment in segments],
+                "checkpoint": model.fingerprint,
+                "segments": [[segment.language, segment.text] for segment in text.segments],
                 "speaker": voice.speaker,
-                "instruct": voice.instruct,
+                "instruct": voice.instruct_ids,
                 "voice": voice.voice.id if voice.voice is not None else None,
-                "format": body.response_format,
-                "sample_rate": body.sample_rate,
-                "speed": body.speed,
+                "format": request.response_format,
+                "sample_rate": request.sample_rate,
+                "speed": request.speed,
                 "sampling": dataclasses.asdict(params),
             }
         )

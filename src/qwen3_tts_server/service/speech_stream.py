@@ -23,7 +23,7 @@ from ..audio.encoding import StreamEncoder
 from ..audio.seams import fade_seams
 from ..audio.tempo import Tempo
 from ..engine.engine import Engine, JobStream
-from ..engine.jobs import FRAME_SECONDS, AudioChunk, SpeechJob
+from ..engine.jobs import AudioChunk, SpeechJob
 from ..errors import TTSError, error_body
 from ..text.frontend import TextSegment
 
@@ -38,6 +38,7 @@ class SpeechOutput(ABC):
     segments: list[TextSegment]
     media_type: str
     sample_rate: int
+    frame_seconds: float  # the model's frame duration
     text_tokens: int
     cache: str = "off"  # the output cache: "hit", "miss" (stored once complete) or "off"
     started: float = field(default_factory=time.perf_counter)
@@ -48,6 +49,7 @@ class SpeechOutput(ABC):
     infer_seconds: float = 0.0  # from the first admission to the last frame
     encode_seconds: float = 0.0  # speed change and encoding
     total_seconds: float = 0.0  # from prepare() to the last byte
+    finished: bool = False  # every byte was produced (False: the client left, or it failed)
 
     @abstractmethod
     def audio(self) -> AsyncIterator[bytes]:
@@ -63,7 +65,7 @@ class SpeechOutput(ABC):
 
     @property
     def audio_seconds(self) -> float:
-        return self.frames * FRAME_SECONDS
+        return self.frames * self.frame_seconds
 
     def text_headers(self, include_text: bool) -> dict[str, str]:
         """What the front end made of the text: known before the first byte, so every response carries it."""
@@ -98,9 +100,7 @@ class SpeechOutput(ABC):
         except TTSError as exc:  # the headers are sent: the error becomes an event
             yield _event({"type": "error", "error": error_body(exc)})
             return
-        usage = {"input_tokens": self.text_tokens, "output_tokens": self.frames}
-        usage["total_tokens"] = usage["input_tokens"] + usage["output_tokens"]
-        done = {"type": "speech.audio.done", "usage": usage}
+        done = {"type": "speech.audio.done", "usage": usage(self.text_tokens, self.frames)}
         if self.cut_segments:
             done["segments_cut"] = self.cut_segments
         yield _event(done)
@@ -119,8 +119,9 @@ class SpeechStream(SpeechOutput):
     on_complete: Callable[[bytes], Awaitable[None]] | None = None
     _running: deque[JobStream] = field(default_factory=deque)
 
-    def __post_init__(self):
-        self._running.append(self._submit(self.jobs[0]))  # a full queue: 503 before any byte
+    def start(self) -> None:
+        """Submit the first segment's job; raises at once when the engine refuses it (a full queue)."""
+        self._running.append(self._submit(self.jobs[0]))
 
     def _submit(self, job: SpeechJob) -> JobStream:
         if self.deadline is not None:
@@ -173,6 +174,7 @@ class SpeechStream(SpeechOutput):
                 if body is not None:
                     body.append(tail)
                 yield tail
+            self.finished = True
             if body is not None:
                 await self.on_complete(b"".join(body))
         finally:
@@ -191,6 +193,11 @@ class SpeechStream(SpeechOutput):
             data = self.encoder.write(self.tempo.process(audio) if self.tempo else audio)
         self.encode_seconds += time.perf_counter() - began
         return data
+
+
+def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:
+    """OpenAI's usage object: text tokens in, audio frames out."""
+    return {"input_tokens": input_tokens, "output_tokens": output_tokens, "total_tokens": input_tokens + output_tokens}
 
 
 def _event(payload: dict) -> bytes:

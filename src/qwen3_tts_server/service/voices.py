@@ -1,13 +1,17 @@
-"""Voice resolution: preset speakers, OpenAI's voice names, library voices (cloned or designed), inline clones."""
+"""Voices: resolution of the name a request gives (preset speakers, OpenAI's voice names, library voices,
+inline clones) into a checked voice, and the voice library's operations (list, create, get, delete)."""
 
 from __future__ import annotations
 
-from ..api.schemas import SpeechRequest
+import asyncio
+
+from ..engine.model_manager import ModelManager
 from ..errors import InvalidInputError, NotFoundError
-from ..model.prompt import VoiceRequest
+from ..model.prompt import VoiceSpec
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
-from .voice_library import VoiceLibrary
+from .cloning import VoiceCloner
+from .voice_library import StoredVoice, VoiceLibrary
 
 # OpenAI's built-in voice names, each mapped to a preset speaker of the CustomVoice models.
 OPENAI_VOICES = {
@@ -35,17 +39,20 @@ def preset_voices(model: Qwen3TTSModel) -> dict[str, str]:
 
 
 def resolve_voice(
-    model: Qwen3TTSModel, body: SpeechRequest, library: VoiceLibrary, clone: VoicePrompt | None = None
-) -> VoiceRequest:
-    """The voice a request names (a preset, an OpenAI alias, a library voice; `clone`: an inline cloned voice)
-    as a VoiceRequest for its whole text."""
-    language = body.language or "auto"
+    model: Qwen3TTSModel,
+    library: VoiceLibrary,
+    name: str,
+    instructions: str | None,
+    clone: VoicePrompt | None = None,
+) -> VoiceSpec:
+    """The voice `name` stands for (a preset, an OpenAI alias, a library voice; `clone`: an inline cloned
+    voice), checked against the model."""
+    check = model.prompts.check_voice
     if clone is not None:
-        return VoiceRequest(body.input, language, instruct=body.instructions, voice=clone)
-    stored = library.find(body.voice_name)
+        return check(instruct=instructions, voice=clone)
+    stored = library.find(name)
     if stored is not None and stored.type == "audio_sample":
-        prompt = library.clone_prompt(stored)
-        return VoiceRequest(body.input, language, instruct=body.instructions, voice=prompt)
+        return check(instruct=instructions, voice=library.clone_prompt(stored))
     if stored is not None and model.model_type != "voice_design":
         raise InvalidInputError(
             f"voice {stored.id} is a designed voice (a description); a VoiceDesign model speaks it, "
@@ -54,25 +61,63 @@ def resolve_voice(
         )
     if model.model_type == "custom_voice":
         voices = preset_voices(model)
-        speaker = voices.get(body.voice_name.lower())
+        speaker = voices.get(name.lower())
         if speaker is None:
-            raise NotFoundError(
-                f"unknown voice {body.voice_name!r}; available: {', '.join(sorted(voices))}", param="voice"
-            )
-        return VoiceRequest(body.input, language, speaker=speaker, instruct=body.instructions)
+            raise NotFoundError(f"unknown voice {name!r}; available: {', '.join(sorted(voices))}", param="voice")
+        return check(speaker=speaker, instruct=instructions)
     if model.model_type == "voice_design":
-        description = " ".join(filter(None, [stored.prompt if stored else None, body.instructions]))
+        description = " ".join(filter(None, [stored.prompt if stored else None, instructions]))
         if not description.strip():
             raise InvalidInputError(
                 "a VoiceDesign model needs `instructions` describing the voice, or a voice created from a "
                 "description (POST /v1/audio/voices with type=prompt)",
                 "instructions",
             )
-        return VoiceRequest(body.input, language, instruct=description)
+        return check(instruct=description)
     cloned = [voice.id for voice in library.list() if voice.type == "audio_sample"]
     raise NotFoundError(
-        f"unknown voice {body.voice_name!r}: a Base model speaks cloned voices; upload one with "
+        f"unknown voice {name!r}: a Base model speaks cloned voices; upload one with "
         f"POST /v1/audio/voices or use POST /v1/audio/speech/clone"
         + (f"; library voices: {', '.join(cloned)}" if cloned else ""),
         param="voice",
     )
+
+
+class VoiceService:
+    """The voice library as the API offers it; file work and cloning run off the event loop."""
+
+    def __init__(self, models: ModelManager, library: VoiceLibrary, cloner: VoiceCloner):
+        self.models = models
+        self.library = library
+        self.cloner = cloner
+
+    async def list_voices(self) -> list[dict]:
+        model = await asyncio.to_thread(self.models.get)
+        voices = [{"id": name, "name": name, "type": "preset"} for name in model.speakers]
+        voices += [
+            {"id": alias, "name": alias, "type": "alias", "alias_of": target}
+            for alias, target in sorted(preset_voices(model).items())
+            if alias in OPENAI_VOICES
+        ]
+        return voices + [voice.public() for voice in self.library.list()]
+
+    async def create_from_description(self, name: str, description: str | None, consent: str | None) -> StoredVoice:
+        if not (description or "").strip():
+            raise InvalidInputError("a voice of type prompt needs `prompt`, a description of the voice", "prompt")
+        return await asyncio.to_thread(self.library.add, name, description=description.strip(), consent=consent)
+
+    async def create_from_sample(
+        self, name: str, audio: bytes, ref_text: str | None, mode: str | None, consent: str | None
+    ) -> StoredVoice:
+        prompt = await self.clone_prompt(audio, ref_text, mode, field="audio_sample")
+        return await asyncio.to_thread(self.library.add, name, prompt, consent=consent)
+
+    async def clone_prompt(self, audio: bytes, ref_text: str | None, mode: str | None, field: str) -> VoicePrompt:
+        model = await asyncio.to_thread(self.models.get)
+        return await self.cloner.prompt(model, audio, ref_text, mode, field=field)
+
+    def get(self, voice_id: str) -> StoredVoice:
+        return self.library.get(voice_id)
+
+    async def delete(self, voice_id: str) -> StoredVoice:
+        return await asyncio.to_thread(self.library.delete, voice_id)

@@ -61,7 +61,7 @@ def _language_runs(text: str) -> list[tuple[str, str]]:
     return runs
 
 
-def warm_up() -> None:
+def warm_up_text_front_end() -> None:
     """Build what the front end builds on first use (the language detector, the normalisers' grammars), so
     that no request pays for it."""
     for language in LANGUAGES:

@@ -1,0 +1,109 @@
+"""Reading a checkpoint (a local directory or a hub id) into the parts of a model, on a device and dtype."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+from torch import nn
+
+from ..errors import ConfigurationError
+from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
+from .codec import SpeechTokenizer
+from .config import CodecDecoderConfig, CodecEncoderConfig, GenerationDefaults, TTSConfig
+from .layers import fuse_projections
+from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
+from .talker import Talker
+from .text_tokenizer import TextTokenizer
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_device(name: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigurationError(f"unknown device {name!r}: {exc}", param="device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigurationError("CUDA is not available here; use --device cpu", param="device")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigurationError(
+            f"no CUDA device {device.index}; {torch.cuda.device_count()} available", param="device"
+        )
+    return device
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ConfigurationError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
+
+
+class TTSWeights(nn.Module):
+    """The modules of model.safetensors: the talker and, for Base models, the speaker encoder."""
+
+    def __init__(self, config: TTSConfig):
+        super().__init__()
+        self.talker = Talker(config.talker)
+        self.speaker_encoder = (
+            SpeakerEncoder(SpeakerEncoderConfig.parse(config.speaker_encoder)) if config.model_type == "base" else None
+        )
+
+
+@dataclass
+class CheckpointParts:
+    """Everything a checkpoint holds, loaded: configurations, the text tokenizer and the weights."""
+
+    directory: Path
+    config: TTSConfig
+    codec_config: CodecDecoderConfig
+    defaults: GenerationDefaults
+    tokenizer: TextTokenizer
+    weights: TTSWeights
+    speech_tokenizer: SpeechTokenizer
+    fingerprint: str
+
+
+def load_checkpoint(
+    name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+) -> CheckpointParts:
+    device = parse_device(device)
+    if device.type == "cuda":  # float32 matrix products on tensor cores (TF32); bfloat16 is unaffected
+        torch.backends.cuda.matmul.allow_tf32 = True
+        torch.backends.cudnn.allow_tf32 = True
+    directory = resolve_checkpoint(name_or_path)
+    dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
+    config = TTSConfig.parse(read_json(directory / "config.json"))
+    codec_raw = read_json(directory / "speech_tokenizer" / "config.json")
+    codec_config = CodecDecoderConfig.parse(codec_raw)
+    # The codec encoder only serves voice cloning, so only Base models load it.
+    encoder_config = CodecEncoderConfig.parse(codec_raw) if config.model_type == "base" else None
+    defaults = GenerationDefaults.parse(read_json(directory / "generation_config.json"))
+    tokenizer = TextTokenizer.from_directory(directory)
+    with torch.device("meta"):
+        weights = TTSWeights(config)
+        speech_tokenizer = SpeechTokenizer(codec_config, encoder_config)
+    load_weights(weights, directory / "model.safetensors", device, dtype, prefixes=("talker.", "speaker_encoder."))
+    load_weights(
+        speech_tokenizer,
+        directory / "speech_tokenizer" / "model.safetensors",
+        device,
+        dtype,
+        prefixes=("decoder.", "encoder."),
+    )
+    for module in (weights, speech_tokenizer):
+        fuse_projections(module)
+        module.eval()
+    return CheckpointParts(
+        directory,
+        config,
+        codec_config,
+        defaults,
+        tokenizer,
+        weights,
+        speech_tokenizer,
+        checkpoint_fingerprint(directory),
+    )
