@@ -13,16 +13,16 @@ class TTSError(Exception):
     status = 500
     code = "internal_error"
 
+    def __init__(self, message: str, param: str | None = None):
+        super().__init__(message)
+        self.param = param  # the request field or setting it is about
+
 
 class InvalidInputError(TTSError):
     """The request itself is wrong (unknown speaker, empty text, ...)."""
 
     status = 400
     code = "invalid_request"
-
-    def __init__(self, message: str, param: str | None = None):
-        super().__init__(message)
-        self.param = param
 
 
 class InvalidValueError(InvalidInputError):
@@ -56,10 +56,6 @@ class ConfigurationError(TTSError):
     """A server setting is wrong (device, dtype, ...): the operator's to fix, not the caller's."""
 
     code = "configuration_error"
-
-    def __init__(self, message: str, param: str | None = None):
-        super().__init__(message)
-        self.param = param
 
 
 class CheckpointError(TTSError):
@@ -104,4 +100,4 @@ def invalid_value(errors: Sequence[Mapping]) -> InvalidValueError:
 
 def error_body(exc: TTSError) -> dict:
     """OpenAI's error object for `exc`."""
-    return error_object(exc.status, str(exc), exc.code, getattr(exc, "param", None))
+    return error_object(exc.status, str(exc), exc.code, exc.param)
