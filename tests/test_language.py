@@ -168,3 +168,14 @@ def test_the_detector_is_built_once_across_threads(monkeypatch):
     with ThreadPoolExecutor(8) as pool:
         answers = list(pool.map(detect_language, ["Guten Tag, alle zusammen."] * 16))
     assert answers == ["german"] * 16 and len(builds) == 1
+
+
+def test_a_one_sentence_text_is_detected_once(monkeypatch):
+    """A WebSocket clause is a sentence: the front end detects its language once, not for the text and again
+    for its only sentence."""
+    from qwen3_tts_server.text import frontend
+
+    calls = []
+    monkeypatch.setattr(frontend, "detect_language", lambda text: calls.append(text) or "english")
+    frontend.text_segments("A clause that arrived from a language model just now", None, normalize_text=False)
+    assert len(calls) == 1

@@ -47,8 +47,10 @@ def _text_segments(text: str, language: str, normalize_text: bool, max_chars: in
 def _language_runs(text: str) -> list[tuple[str, str]]:
     """Consecutive sentences of one detected language, joined: (language or "auto", text). A sentence too short
     or too mixed to tell goes with its neighbours, so mixed-language input is spoken language by language."""
-    sentences = split_sentences(text, detect_language(text))
-    languages = [detect_language(sentence) for sentence in sentences]
+    whole = detect_language(text)
+    sentences = split_sentences(text, whole)
+    # One sentence (a WebSocket clause, a short request): the whole text's detection is the sentence's.
+    languages = [whole] if len(sentences) == 1 else [detect_language(sentence) for sentence in sentences]
     known = [lang for lang in languages if lang] or ["auto"]
     runs: list[tuple[str, str]] = []
     for sentence, detected in zip(sentences, languages, strict=True):
