@@ -9,7 +9,9 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
+from ..service.speech import SpeechService
 from ..service.speech_stream import SpeechOutput
+from .context import RequestContext
 from .dependencies import ContextDep, SpeechServiceDep
 from .schemas import CloneSpeechForm, SpeechOptions, SpeechRequest
 from .uploads import read_upload
@@ -17,6 +19,13 @@ from .uploads import read_upload
 router = APIRouter()
 STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 CLIENT_CLOSED_REQUEST = 499  # the status logged for a whole-file request whose client left (nginx's code)
+
+
+async def speak(service: SpeechService, context: RequestContext, body: SpeechRequest) -> SpeechOutput:
+    """The body's audio, its particulars handed to the request log and the metrics (api/observability.py)."""
+    speech = await service.speak(body.synthesis())
+    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
+    return speech
 
 
 async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -> Response:
@@ -54,8 +63,7 @@ async def _whole(request: Request, speech: SpeechOutput) -> bytes | None:
 
 @router.post("/v1/audio/speech")
 async def create_speech(body: SpeechRequest, request: Request, service: SpeechServiceDep, context: ContextDep):
-    speech = await service.speak(body.synthesis())
-    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
+    speech = await speak(service, context, body)
     return await respond(request, speech, body)
 
 
@@ -74,8 +82,7 @@ async def clone_speech(
 async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
     """The earlier server's SSE path: base64 16-bit PCM deltas, the done event, then `data: [DONE]`."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "sse"})
-    speech = await service.speak(body.synthesis())
-    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
+    speech = await speak(service, context, body)
 
     async def events():
         async for event in speech.sse(body.include_text):
@@ -90,8 +97,7 @@ async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, cont
 async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
     """The earlier server's raw PCM path: 16-bit little-endian mono, format given in headers."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
-    speech = await service.speak(body.synthesis())
-    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
+    speech = await speak(service, context, body)
     headers = {
         **STREAM_HEADERS,
         **speech.text_headers(body.include_text),

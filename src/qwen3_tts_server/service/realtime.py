@@ -18,7 +18,6 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..audio.encoding import audio_format
 from ..errors import InvalidInputError, TTSError, error_body
 from ..text.segment import IncrementalSegmenter
 from .requests import SynthesisRequest
@@ -183,8 +182,7 @@ class RealtimeSession:
             raise InvalidInputError(
                 f"response_format must be one of {', '.join(RAW_FORMATS)} on the WebSocket", param="response_format"
             )
-        await asyncio.to_thread(self.speech.check_voice, request)
-        _, rate = audio_format(request.response_format, request.sample_rate, self.speech.models.loaded.sample_rate)
+        rate = await asyncio.to_thread(self.speech.check, request)
         self.config = config
         await self._event({"type": "session.updated", "session": session_view(request, rate)})
 

@@ -15,6 +15,7 @@ from ..engine.engine import Engine
 from ..engine.jobs import SpeechJob
 from ..engine.model_manager import ModelManager
 from ..model.prompt import VoiceSpec
+from ..model.sampling import SamplingParams
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
 from .audio_cache import AudioCache, CachedAudio, cache_key
@@ -29,11 +30,20 @@ log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
-class _Prepared:
+class _Checked:
+    """A request's voice, sampling and output format, checked against the model."""
+
     model: Qwen3TTSModel
-    text: PreparedText
+    voice: VoiceSpec
+    params: SamplingParams
     format: AudioFormat
     sample_rate: int  # of the output
+
+
+@dataclass(frozen=True)
+class _Prepared:
+    checked: _Checked
+    text: PreparedText
     cache_key: str | None  # None: not cacheable (sampled without a seed) or no cache
 
 
@@ -66,12 +76,13 @@ class SpeechService:
         4096-character input must not hold up other streams."""
         started = time.perf_counter()
         prepared = await asyncio.to_thread(self._prepare, request, clone)
-        text = prepared.text
+        text, checked = prepared.text, prepared.checked
+        model = checked.model
         output = dict(
             segments=text.segments,
-            media_type=prepared.format.media_type,
-            sample_rate=prepared.sample_rate,
-            frame_seconds=prepared.model.frames_to_seconds(1),
+            media_type=checked.format.media_type,
+            sample_rate=checked.sample_rate,
+            frame_seconds=model.frames_to_seconds(1),
             started=started,
         )
         if prepared.cache_key is not None:
@@ -95,8 +106,8 @@ class SpeechService:
                 SpeechJob(tokenized, params, interactive=request.interactive)
                 for tokenized, params in zip(text.inputs, text.params, strict=True)
             ],
-            encoder=StreamEncoder(prepared.format, prepared.sample_rate, prepared.model.sample_rate),
-            tempo=Tempo(request.speed, prepared.model.sample_rate) if request.speed != 1.0 else None,
+            encoder=StreamEncoder(checked.format, checked.sample_rate, model.sample_rate),
+            tempo=Tempo(request.speed, model.sample_rate) if request.speed != 1.0 else None,
             deadline=time.monotonic() + timeout if timeout else None,
             cache="off" if prepared.cache_key is None else "miss",
         )
@@ -112,30 +123,31 @@ class SpeechService:
         clone = await self.voices.clone_prompt(audio, ref_text, mode, field="ref_audio")
         return await self.speak(request, clone)
 
-    def check_voice(self, request: SynthesisRequest) -> VoiceSpec:
-        """The request's voice, language, sampling and output format checked, as `speak` would."""
-        model = self.models.get()
-        voice = resolve_voice(model, self.library, request.voice, request.instructions)
-        model.prompts.check_language(request.language)
-        request.sampling.params(model)
-        audio_format(request.response_format, request.sample_rate, model.sample_rate)
-        return voice
+    def check(self, request: SynthesisRequest) -> int:
+        """Check everything about a request but its text, as `speak` would; returns the output sample rate."""
+        checked = self._check(request, None)
+        checked.model.prompts.check_language(request.language)
+        return checked.sample_rate
 
     async def _store(self, key: str, stream: SpeechStream, audio: bytes) -> None:
         headers = {"X-Segments-Cut": ",".join(map(str, stream.cut_segments))} if stream.cut_segments else {}
         entry = CachedAudio(audio, stream.media_type, stream.frames, stream.text_tokens, headers)
         await self.audio_cache.put(key, entry)
 
-    def _prepare(self, request: SynthesisRequest, clone: VoicePrompt | None) -> _Prepared:
+    def _check(self, request: SynthesisRequest, clone: VoicePrompt | None) -> _Checked:
         model = self.models.get()
         voice = resolve_voice(model, self.library, request.voice, request.instructions, clone)
         fmt, rate = audio_format(request.response_format, request.sample_rate, model.sample_rate)
-        params = request.sampling.params(model)
+        return _Checked(model, voice, request.sampling.params(model), fmt, rate)
+
+    def _prepare(self, request: SynthesisRequest, clone: VoicePrompt | None) -> _Prepared:
+        checked = self._check(request, clone)
+        model = checked.model
         normalize_text = self.normalize_text if request.normalize is None else request.normalize
-        text = prepare_text(model, voice, request.text, request.language, normalize_text, params)
+        text = prepare_text(model, checked.voice, request.text, request.language, normalize_text, checked.params)
         log.debug("spoken as %s", [(segment.language, segment.text) for segment in text.segments])
-        key = self._cache_key(model, request, voice, text) if self.audio_cache else None
-        return _Prepared(model, text, fmt, rate, key)
+        key = self._cache_key(model, request, checked.voice, text) if self.audio_cache else None
+        return _Prepared(checked, text, key)
 
     @staticmethod
     def _cache_key(model: Qwen3TTSModel, request: SynthesisRequest, voice: VoiceSpec, text: PreparedText) -> str | None:
