@@ -87,7 +87,8 @@ def test_an_empty_value_unsets_an_optional_setting(clean_env, tmp_path):
     [
         ("IDLE_TIMEOUT", "soon"),
         ("IDLE_TIMEOUT", "-1"),
-        ("MAX_QUEUE_DEPTH", "0"),
+        ("MAX_QUEUE_DEPTH", "-1"),
+        ("INFERENCE_CPU_CORES", "3-1"),
         ("PORT", "70000"),
         ("LOG_FORMAT", "xml"),
         ("DTYPE", "int4"),

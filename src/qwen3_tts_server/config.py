@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigurationError
@@ -19,10 +19,19 @@ DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 # finish_reason "length", never silently.
 MAX_REQUEST_FRAMES = 15000
 FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
+# Variables the earlier server read that this one does not (yet): named in a warning at start when set.
+UNSUPPORTED_VARIABLES = {
+    "TORCH_COMPILE": "not supported yet: the frame step runs eagerly on a CPU and as CUDA graphs on a GPU",
+    "QUANTIZE": "not supported yet: the weights load in DTYPE (float32, bfloat16 or float16)",
+    "VAD_TRIM": "removed (the earlier server dropped it too): synthesized audio is not trimmed",
+    "WARMUP_TEXTS": "not needed: the model is warmed up with a short synthesis when it loads",
+}
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore")
+    model_config = SettingsConfigDict(
+        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
+    )
 
     # The model.
     model_id: str = Field(DEFAULT_MODEL, description="checkpoint directory or hub id")
@@ -36,10 +45,18 @@ class Settings(BaseSettings):
     )
     # The engine.
     max_batch_size: int | None = Field(None, ge=1, description="rows per decode step (default 16 on CPU, 64 on GPU)")
-    max_queue_depth: int = Field(64, ge=1, description="requests waiting for a row before new ones get 503")
+    max_queue_depth: int = Field(
+        64, ge=0, description="requests waiting for a row before new ones get 503; 0 no limit (as the earlier server)"
+    )
     request_timeout: float = Field(300.0, ge=0, description="seconds a request may take in all; 0 no limit")
     max_request_frames: int = Field(
-        MAX_REQUEST_FRAMES, ge=1, description="frames (80 ms each) one segment may make; reaching it ends it as cut"
+        MAX_REQUEST_FRAMES,
+        ge=1,
+        validation_alias=AliasChoices("max_request_frames", "max_new_tokens"),
+        description="frames (80 ms each) one segment may make; reaching it ends it as cut (also MAX_NEW_TOKENS)",
+    )
+    inference_cpu_cores: str | None = Field(
+        None, description="CPU cores for the engine thread, e.g. 0-3 or 0,2 (default: all); its torch threads follow"
     )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
@@ -47,6 +64,9 @@ class Settings(BaseSettings):
     voice_cache_max: int = Field(32, ge=0, description="clone prompts kept in memory")
     audio_cache_max: int = Field(256, ge=0, description="whole responses kept in the output cache; 0 disables it")
     audio_cache_max_bytes: int = Field(256 << 20, ge=1, description="bytes the in-memory output cache may hold")
+    audio_cache_sampled: bool = Field(
+        True, description="cache sampled requests without a seed too (a repeat replays the first audio)"
+    )
     audio_cache_ttl: float = Field(86400.0, gt=0, description="seconds an output cache entry lives in Redis")
     redis_url: str | None = Field(None, description="share the output cache through Redis, e.g. redis://host:6379/0")
     # Serving.
@@ -54,6 +74,11 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
     unix_socket_path: Path | None = Field(None, description="listen on this Unix socket instead of host:port")
     api_key: SecretStr | None = Field(None, description="require Authorization: Bearer <key> (not /health, /ready)")
+    ssl_keyfile: Path | None = Field(None, description="TLS private key (PEM); with SSL_CERTFILE serves HTTPS")
+    ssl_certfile: Path | None = Field(None, description="TLS certificate chain (PEM); with SSL_KEYFILE serves HTTPS")
+    timeout_keep_alive: float = Field(
+        65.0, gt=0, description="seconds an idle keep-alive connection stays open (above load balancers' 60 s)"
+    )
     shutdown_grace: float = Field(30.0, ge=0, description="seconds in-flight requests get to finish on SIGTERM")
     log_format: Literal["json", "text"] = Field("json", description="one JSON object per line, or plain text")
     log_level: Literal["debug", "info", "warning", "error"] = Field("info", description="debug also logs the text")
@@ -63,11 +88,39 @@ class Settings(BaseSettings):
     worker_port: int = Field(0, ge=0, le=65535, description="the worker's port; 0 picks a free one")
     worker_start_timeout: float = Field(600.0, gt=0, description="seconds the gateway waits for a worker to be ready")
 
-    @field_validator("max_batch_size", "data_dir", "redis_url", "unix_socket_path", "api_key", mode="before")
+    @field_validator(
+        "max_batch_size",
+        "data_dir",
+        "redis_url",
+        "unix_socket_path",
+        "api_key",
+        "inference_cpu_cores",
+        "ssl_keyfile",
+        "ssl_certfile",
+        mode="before",
+    )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         """VAR= (or --flag "") unsets an optional setting, also over a value in .env."""
         return None if value == "" else value
+
+    @field_validator("inference_cpu_cores")
+    @classmethod
+    def _valid_cores(cls, value: str | None) -> str | None:
+        if value is not None:
+            parse_cores(value)
+        return value
+
+    @field_validator("ssl_certfile")
+    @classmethod
+    def _readable_file(cls, value: Path | None) -> Path | None:
+        if value is not None and not value.is_file():
+            raise ValueError(f"no such file: {value}")
+        return value
+
+    def cpu_cores(self) -> set[int] | None:
+        """The cores INFERENCE_CPU_CORES names; None: every core the process may use."""
+        return parse_cores(self.inference_cpu_cores) if self.inference_cpu_cores else None
 
     @classmethod
     def load(cls, **overrides: Any) -> Settings:
@@ -99,6 +152,17 @@ class Settings(BaseSettings):
         if self.dtype != "auto":
             return self.dtype
         return "float32" if device == "cpu" else "bfloat16"
+
+
+def parse_cores(spec: str) -> set[int]:
+    """CPU numbers from a list like `0-3,6` (taskset's syntax)."""
+    cores: set[int] = set()
+    for part in spec.replace(" ", "").split(","):
+        first, _, last = part.partition("-")
+        if not first.isdigit() or (last and not last.isdigit()) or (last and int(last) < int(first)):
+            raise ValueError(f"{spec!r} is not a list of cores like 0-3,6")
+        cores.update(range(int(first), int(last or first) + 1))
+    return cores
 
 
 def env_name(field: str) -> str:
