@@ -120,6 +120,42 @@ def test_full_queue_is_refused_at_once(models):
     assert asyncio.run(scenario()) == ([True, False], 2)
 
 
+def test_zero_queue_depth_means_no_limit(models):
+    model = models["custom_voice"]
+    engine = Engine(model, max_batch_size=1, max_queue_depth=0)  # not started: nothing leaves the queue
+
+    async def scenario():
+        for _ in range(100):
+            engine.submit(job_for(model, REQUESTS[0], model.sampling()))
+        return engine.waiting
+
+    assert asyncio.run(scenario()) == 100
+
+
+def test_retry_after_is_the_queue_drain_time_at_the_measured_pace(models):
+    model = models["custom_voice"]
+
+    def retry_after(depth: int, step_seconds: float | None = None, frames_per_request: int = 0) -> int:
+        engine = Engine(model, max_batch_size=2, max_queue_depth=depth)  # not started: the queue stays full
+        if step_seconds is not None:
+            engine.pace.observe_step(step_seconds)
+            engine.pace.observe_request(frames_per_request)
+
+        async def scenario():
+            for _ in range(depth):
+                engine.submit(job_for(model, REQUESTS[0], model.sampling()))
+            with pytest.raises(EngineBusyError) as refused:
+                engine.submit(job_for(model, REQUESTS[1], model.sampling()))
+            return refused.value.retry_after
+
+        return asyncio.run(scenario())
+
+    # waiting / rows * frames per request * seconds per step, rounded up
+    assert retry_after(2, 0.05, 100) == 5 and retry_after(8, 0.05, 100) == 20
+    assert retry_after(8) == 1, "nothing measured yet: the minimum"
+    assert retry_after(8, 0.5, 2000) == 60, "capped"
+
+
 def test_timeout_ends_the_job_with_a_typed_error(models):
     model = models["custom_voice"]
 

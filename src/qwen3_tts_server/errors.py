@@ -71,10 +71,23 @@ class UnsupportedModelError(CheckpointError):
 
 
 class EngineBusyError(TTSError):
-    """The wait queue is full; the API answers 503 with Retry-After."""
+    """The wait queue is full; the API answers 503 with Retry-After: `retry_after`, whole seconds until the
+    queue has likely drained."""
 
     status = 503
     code = "server_busy"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+class EngineOutOfMemoryError(TTSError):
+    """The GPU had no memory left for a request's work. A 503, not a 500: nothing is wrong with the request or the
+    server, memory frees as other streams end, so a retry later (or on another replica) can succeed."""
+
+    status = 503
+    code = "out_of_memory"
 
 
 class RequestTimeoutError(TTSError):

@@ -13,7 +13,6 @@ from .context import request_context
 from .schemas import MAX_UPLOAD_BYTES
 
 MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
-RETRY_AFTER_SECONDS = 1  # a full queue drains within about a second's worth of frames
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
@@ -26,7 +25,7 @@ def install_error_handlers(app: FastAPI) -> None:
         request_context(request).error_type = exc.code  # for the request log and the errors metric
         response = JSONResponse({"error": error_body(exc)}, status_code=exc.status)
         if isinstance(exc, EngineBusyError):
-            response.headers["Retry-After"] = str(RETRY_AFTER_SECONDS)
+            response.headers["Retry-After"] = str(exc.retry_after)
         return response
 
     @app.exception_handler(RequestValidationError)

@@ -5,12 +5,18 @@ into free rows (interactive first; at most `max_prefills_per_step` prefills, so 
 running streams up for a bounded time), advances every active row by one frame, and decodes the rows
 whose next chunk is complete, batched by chunk length, with the incremental codec. Results reach the
 event loop through `call_soon_threadsafe`; nothing here ever blocks it.
+
+A fault fails only the requests it touched: a failed load or prefill its waiting request(s), a failed step
+every active row, a failed decode the rows of that chunk group. Their rows are freed, the others go on, and
+clients get a typed error while the log gets the traceback. Should the thread itself end, `failure` says why,
+every request in flight fails and new ones are refused at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 from collections import deque
@@ -20,16 +26,32 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import MAX_REQUEST_FRAMES
-from ..errors import EngineBusyError, EngineStoppedError, RequestTimeoutError, TTSError
+from ..errors import EngineBusyError, EngineOutOfMemoryError, EngineStoppedError, RequestTimeoutError, TTSError
 from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
 from ..model.tts_model import Qwen3TTSModel
 from .jobs import AudioChunk, SpeechJob
 from .model_manager import ModelManager
+from .placement import pin_engine_thread
 
 log = logging.getLogger(__name__)
 _END = object()
 StepListener = Callable[[float, float | None], None]
+SYNTHESIS_FAILED = "synthesis failed; the server logged the details"
+MAX_RETRY_AFTER = 60  # seconds: past this an estimate says little, and a client should not wait longer
+
+
+def typed_error(exc: Exception, what: str) -> TTSError:
+    """What a client is told about `exc`: a TTSError as it is, CUDA out of memory as such, anything else as a
+    generic failure. Never its text: the log gets that, under `what`, with the traceback."""
+    if isinstance(exc, TTSError):
+        return exc
+    log.error(what, exc_info=exc)
+    if isinstance(exc, torch.OutOfMemoryError):
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()  # give back what the failed work had reserved
+        return EngineOutOfMemoryError("the GPU ran out of memory for this request; retry shortly or with shorter text")
+    return TTSError(SYNTHESIS_FAILED)
 
 
 def default_batch_size() -> int:
@@ -98,6 +120,33 @@ class JobStream:
         self._engine.wake()
 
 
+class Pace:
+    """The engine's recent speed, moving averages of what it measures (None until measured): seconds per step and
+    frames per finished request. From them, how long a queue takes to drain."""
+
+    SMOOTHING = 0.2  # the weight of the newest measurement
+
+    def __init__(self) -> None:
+        self.step_seconds: float | None = None
+        self.frames_per_request: float | None = None
+
+    def observe_step(self, seconds: float) -> None:
+        self.step_seconds = self._average(self.step_seconds, seconds)
+
+    def observe_request(self, frames: int) -> None:
+        self.frames_per_request = self._average(self.frames_per_request, frames)
+
+    def _average(self, average: float | None, value: float) -> float:
+        return value if average is None else average + self.SMOOTHING * (value - average)
+
+    def drain_seconds(self, waiting: int, rows: int) -> float | None:
+        """Seconds until `waiting` requests have all been given one of `rows` rows, each row freeing when its
+        request has made the usual number of frames; None before there is anything to go by."""
+        if self.step_seconds is None or self.frames_per_request is None:
+            return None
+        return waiting / rows * self.frames_per_request * self.step_seconds
+
+
 class Engine:
     def __init__(
         self,
@@ -106,14 +155,18 @@ class Engine:
         max_queue_depth: int = 64,
         max_prefills_per_step: int = 2,
         max_frames_cap: int = MAX_REQUEST_FRAMES,
+        cpu_cores: set[int] | None = None,
     ):
         self.models = models if isinstance(models, ModelManager) else ModelManager.fixed(models)
         self.max_batch_size = max_batch_size or default_batch_size()
         self.max_frames_cap = max_frames_cap
-        self.max_queue_depth = max_queue_depth
+        self.max_queue_depth = max_queue_depth  # 0: no limit
         self.max_prefills_per_step = max_prefills_per_step
+        self.cpu_cores = cpu_cores  # the engine thread's CPU cores (None: all)
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
         self.longest_prefill_stall = 0.0  # seconds running streams waited for joining prefills
+        self.pace = Pace()
+        self.failure: str | None = None  # why the engine thread ended, if it did
         self._interactive: deque[_Handle] = deque()
         self._batch: deque[_Handle] = deque()
         self._active: dict[int, _Handle] = {}
@@ -133,6 +186,7 @@ class Engine:
         with self._cv:
             self._stopping = False  # an engine stopped with its app starts again with it
         if self._thread is None:
+            self.failure = None
             self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
             self._thread.start()
         return self
@@ -156,22 +210,36 @@ class Engine:
     # -- the asyncio side ------------------------------------------------------------------------------
 
     def submit(self, job: SpeechJob) -> JobStream:
-        """Queue a job; call from the event loop. Raises EngineBusyError at once when the queue is full."""
+        """Queue a job; call from the event loop. Raises EngineBusyError at once when the queue is full, and
+        EngineStoppedError when the engine is stopping or has failed."""
         loop = asyncio.get_running_loop()
         now = time.monotonic()
         handle = _Handle(job, loop, asyncio.Queue(), now, now + job.timeout if job.timeout else None)
         with self._cv:
+            if self.failure is not None:
+                raise EngineStoppedError(self._stopped_message())
             if self._stopping:
                 raise EngineStoppedError("the engine is shutting down")
             waiting = self._interactive if job.interactive else self._batch
             if job.continuation:
                 waiting.appendleft(handle)
-            elif self.waiting >= self.max_queue_depth:
-                raise EngineBusyError(f"the server is busy ({self.max_queue_depth} requests waiting); retry shortly")
+            elif self.max_queue_depth and self.waiting >= self.max_queue_depth:
+                raise EngineBusyError(
+                    f"the server is busy ({self.waiting} requests waiting); retry shortly", self.retry_after()
+                )
             else:
                 waiting.append(handle)
             self._cv.notify()
         return JobStream(handle, self)
+
+    def _stopped_message(self) -> str:
+        return f"{self.failure}; the server logged the details and needs a restart"
+
+    def retry_after(self) -> int:
+        """Whole seconds, 1 to MAX_RETRY_AFTER, until the requests waiting now have been given a row at the
+        engine's recent pace."""
+        seconds = self.pace.drain_seconds(self.waiting, self.max_batch_size) or 0.0
+        return min(MAX_RETRY_AFTER, max(1, math.ceil(seconds)))
 
     @property
     def waiting(self) -> int:
@@ -188,23 +256,38 @@ class Engine:
         return self.models.loaded
 
     def _run(self) -> None:
-        with torch.inference_mode():
-            while True:
-                with self._cv:
-                    while not (self._stopping or self._interactive or self._batch or self._active):
-                        self._wait_idle()
-                    if self._stopping:
-                        break
-                self._expire()
-                running = bool(self._active)
-                started = time.perf_counter()
-                self._admit()
-                if running:
-                    self.longest_prefill_stall = max(self.longest_prefill_stall, time.perf_counter() - started)
-                if self._active:
-                    self._step()
-                    self.models.touch()  # activity counts per frame: a long stream is never unloaded
-        self._fail_everything(EngineStoppedError("the engine was shut down"))
+        try:
+            pin_engine_thread(self.cpu_cores)
+            with torch.inference_mode():
+                self._serve()
+                self._fail_everything(EngineStoppedError("the engine was shut down"))
+        except BaseException as exc:  # past every per-request guard: nothing can be served any more
+            log.critical("the engine thread stopped", exc_info=exc)
+            with self._cv:  # new requests are refused from here on
+                self.failure = (
+                    f"the engine thread stopped: {exc}"  # a message meant for users (a bad setting, ...)
+                    if isinstance(exc, TTSError)
+                    else f"the engine thread stopped on an unexpected {type(exc).__name__}"
+                )
+            self.generator = None  # its state is suspect; a restarted engine builds a new one
+            self._fail_everything(EngineStoppedError(self._stopped_message()))
+
+    def _serve(self) -> None:
+        while True:
+            with self._cv:
+                while not (self._stopping or self._interactive or self._batch or self._active):
+                    self._wait_idle()
+                if self._stopping:
+                    return
+            self._expire()
+            running = bool(self._active)
+            started = time.perf_counter()
+            self._admit()
+            if running:
+                self.longest_prefill_stall = max(self.longest_prefill_stall, time.perf_counter() - started)
+            if self._active:
+                self._step()
+                self.models.touch()  # activity counts per frame: a long stream is never unloaded
 
     def _wait_idle(self) -> None:
         """Sleep until work arrives, unloading the model once it has been idle for its timeout."""
@@ -226,10 +309,9 @@ class Engine:
                     waiting.remove(handle)
                     if not handle.cancelled:
                         handle.deliver(RequestTimeoutError(f"the request waited past its {handle.job.timeout} s limit"))
-        for row, handle in list(self._active.items()):
+        for handle in list(self._active.values()):
             if handle.expired(now):
-                self.generator.remove(row)
-                del self._active[row]
+                self._free(handle)
                 if not handle.cancelled:
                     handle.deliver(
                         RequestTimeoutError(f"the request ran past its {handle.job.timeout} s limit and was stopped")
@@ -247,53 +329,65 @@ class Engine:
             return
         try:
             model = self.models.get()
-        except TTSError as exc:  # a checkpoint that cannot load fails the requests waiting for it
-            self._fail_everything(exc)
+            self._ensure_generator(model)
+        except Exception as exc:  # a model that cannot load fails the requests waiting for it; the next one retries
+            self._fail_waiting(typed_error(exc, "loading the model failed"))
             return
-        self._ensure_generator(model)
         for _ in range(min(self.max_prefills_per_step, len(self.generator.free_rows()))):
             handle = self._next_waiting()
             if handle is None:
                 return
-            job = handle.job
             try:
-                row, _ = model.add_row(
-                    self.generator, job.input, job.params, job.max_frames, job.suppress_eos, self.max_frames_cap
-                )
-            except TTSError as exc:
-                handle.deliver(exc)
-                continue
-            handle.row, handle.admitted = row, time.monotonic()
-            handle.codec = model.codec_state(job.input.voice.voice)
-            self._active[row] = handle
+                self._prefill(model, handle)
+            except Exception as exc:  # this request fails alone
+                self._release_orphan_rows()
+                handle.deliver(typed_error(exc, "a prefill failed"))
+
+    def _prefill(self, model: Qwen3TTSModel, handle: _Handle) -> None:
+        job = handle.job
+        row, _ = model.add_row(
+            self.generator, job.input, job.params, job.max_frames, job.suppress_eos, self.max_frames_cap
+        )
+        handle.row, handle.admitted = row, time.monotonic()
+        handle.codec = model.codec_state(job.input.voice.voice)
+        self._active[row] = handle
+
+    def _release_orphan_rows(self) -> None:
+        """Free the generator's rows that no request holds (a prefill that failed after taking its row)."""
+        for row in self.generator.active:
+            if row not in self._active:
+                self.generator.remove(row)
 
     def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
         if self.generator is None:
             started = time.perf_counter()
-            self.generator = FrameGenerator(model.talker, self.max_batch_size)
-            graphs = self.generator.capture()
+            generator = FrameGenerator(model.talker, self.max_batch_size)
+            graphs = generator.capture()
             if graphs:
                 log.info("captured %d CUDA graphs of the frame step in %.2f s", graphs, time.perf_counter() - started)
+            self.generator = generator
         return self.generator
 
     def _step(self) -> None:
+        started = time.perf_counter()
         try:
-            started = time.perf_counter()
             for frame in self.generator.step():
                 handle = self._active[frame.row]
                 handle.pending.append(frame.codes)
                 handle.finish_reason = frame.finished
-            stepped = time.perf_counter()
-            decoded = self._emit()
-            decode_seconds = time.perf_counter() - stepped if decoded else None
-            for listener in self._step_listeners:
+        except Exception as exc:  # the step's rows are all suspect: fail every one, keep serving
+            self._fail_handles(list(self._active.values()), typed_error(exc, "an engine step failed"))
+            return
+        stepped = time.perf_counter()
+        decoded = self._emit()
+        done = time.perf_counter()
+        decode_seconds = done - stepped if decoded else None
+        self.pace.observe_step(done - started)  # a frame for every active row, decoding included
+        for listener in self._step_listeners:
+            try:
                 listener(stepped - started, decode_seconds)
-        except Exception as exc:  # a fault in the model must not take the engine down with it
-            log.exception("engine step failed")
-            for row, handle in list(self._active.items()):
-                self.generator.remove(row)
-                handle.deliver(TTSError(f"synthesis failed: {exc}"))
-            self._active.clear()
+            except Exception:  # a listener's bug touches no request
+                log.exception("a step listener failed")
 
     def _emit(self) -> bool:
         """Decode and deliver every chunk that is due; whether there was any."""
@@ -302,33 +396,58 @@ class Engine:
             if len(handle.pending) >= handle.next_size or (handle.finish_reason and handle.pending):
                 ready.setdefault(len(handle.pending), []).append(handle)
         for handles in ready.values():
-            codes = torch.stack([torch.stack(h.pending) for h in handles])
-            audio = self.model.codec_stream.decode([h.codec for h in handles], codes).float().cpu().numpy()
-            now = time.monotonic()
-            for handle, samples, chunk_codes in zip(handles, audio, codes.cpu().numpy(), strict=True):
-                handle.deliver(
-                    AudioChunk(
-                        audio=samples,
-                        codes=chunk_codes,
-                        first_frame=handle.frames_sent,
-                        queue_seconds=handle.admitted - handle.submitted,
-                        elapsed_seconds=now - handle.submitted,
-                        finish_reason=handle.finish_reason,
-                    )
-                )
-                handle.frames_sent += len(chunk_codes)
-                handle.pending = []
-                handle.next_size = next(handle.sizes)
-                if handle.finish_reason:
-                    handle.deliver(_END)
-                    del self._active[handle.row]
+            try:
+                codes = torch.stack([torch.stack(h.pending) for h in handles])
+                audio = self.model.codec_stream.decode([h.codec for h in handles], codes).float().cpu().numpy()
+            except Exception as exc:  # only this group's streams are lost
+                self._fail_handles(handles, typed_error(exc, "a codec decode failed"))
+                continue
+            self._deliver(handles, audio, codes.cpu().numpy())
         return bool(ready)
 
-    def _fail_everything(self, error: TTSError) -> None:
+    def _deliver(self, handles: list[_Handle], audio, codes) -> None:
+        now = time.monotonic()
+        for handle, samples, chunk_codes in zip(handles, audio, codes, strict=True):
+            handle.deliver(
+                AudioChunk(
+                    audio=samples,
+                    codes=chunk_codes,
+                    first_frame=handle.frames_sent,
+                    queue_seconds=handle.admitted - handle.submitted,
+                    elapsed_seconds=now - handle.submitted,
+                    finish_reason=handle.finish_reason,
+                )
+            )
+            handle.frames_sent += len(chunk_codes)
+            handle.pending = []
+            handle.next_size = next(handle.sizes)
+            if handle.finish_reason:
+                handle.deliver(_END)
+                del self._active[handle.row]
+                self.pace.observe_request(handle.frames_sent)
+
+    def _fail_handles(self, handles: list[_Handle], error: TTSError) -> None:
+        """Fail these active requests and free their rows."""
+        for handle in handles:
+            self._free(handle)
+            handle.deliver(error)
+
+    def _free(self, handle: _Handle) -> None:
+        self.generator.remove(handle.row)
+        del self._active[handle.row]
+
+    def _fail_waiting(self, error: TTSError) -> None:
         with self._cv:
             waiting = list(self._interactive) + list(self._batch)
             self._interactive.clear()
             self._batch.clear()
-        for handle in waiting + list(self._active.values()):
+        for handle in waiting:
             handle.deliver(error)
+
+    def _fail_everything(self, error: TTSError) -> None:
+        self._fail_waiting(error)
+        for handle in list(self._active.values()):
+            handle.deliver(error)
+            if self.generator is not None:
+                self.generator.remove(handle.row)
         self._active.clear()

@@ -115,6 +115,12 @@ class AudioCache(ABC):
         return None
 
     @property
+    def hit_rate(self) -> float | None:
+        """Hits over lookups since start (this process's lookups); None before the first."""
+        lookups = self.hits + self.misses
+        return self.hits / lookups if lookups else None
+
+    @property
     def size_bytes(self) -> int | None:
         """Audio bytes held now, or None where the backend cannot tell cheaply."""
         return None

@@ -1,4 +1,5 @@
-"""What /health reports: the model's state and device, memory, the engine's load, the voice library."""
+"""What /health reports: the model's state and device, memory, the engine's load and state, the output cache,
+the voice library."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..model.tts_model import Qwen3TTSModel
 from ..resources import resident_memory_bytes
+from .audio_cache import AudioCache
 from .voice_library import VoiceLibrary
 
 
@@ -20,14 +22,36 @@ def gpu_memory(model: Qwen3TTSModel | None) -> tuple[int, int] | None:
     return torch.cuda.memory_allocated(model.device), torch.cuda.memory_reserved(model.device)
 
 
-def health_report(models: ModelManager, engine: Engine, library: VoiceLibrary) -> dict:
+def gpu_name(model: Qwen3TTSModel | None) -> str | None:
+    """The name of the model's GPU; None on a CPU or with no model loaded."""
+    if model is None or model.device.type != "cuda":
+        return None
+    return torch.cuda.get_device_name(model.device)
+
+
+def audio_cache_report(cache: AudioCache | None) -> dict | None:
+    """The output cache's size and counters since start; None when it is off. With Redis, `entries` is None
+    (counting would scan the shared keyspace) and the counters are this replica's lookups."""
+    if cache is None:
+        return None
+    return {
+        "backend": cache.backend,
+        "entries": cache.entries,
+        "hits": cache.hits,
+        "misses": cache.misses,
+        "hit_rate": cache.hit_rate,
+    }
+
+
+def health_report(models: ModelManager, engine: Engine, library: VoiceLibrary, audio_cache: AudioCache | None) -> dict:
+    """The report; `status` is "ok", or "failed" with the reason in `error` once the engine thread has stopped."""
     model = models.loaded
     memory: dict[str, int | None] = {"rss_bytes": resident_memory_bytes()}
     gpu = gpu_memory(model)
     if gpu is not None:
         memory["gpu_allocated_bytes"], memory["gpu_reserved_bytes"] = gpu
-    return {
-        "status": "ok",
+    report = {
+        "status": "ok" if engine.failure is None else "failed",
         "pid": os.getpid(),
         "model": {
             "state": models.state.value,
@@ -36,9 +60,15 @@ def health_report(models: ModelManager, engine: Engine, library: VoiceLibrary) -
             "dtype": str(model.dtype).removeprefix("torch.") if model else None,
             "loads": models.loads,
         },
+        "gpu_name": gpu_name(model),
         "memory": memory,
         "queue_depth": engine.waiting,
+        "max_queue_depth": engine.max_queue_depth,
         "active_streams": engine.active,
         "max_batch_size": engine.max_batch_size,
+        "audio_cache": audio_cache_report(audio_cache),
         "voices": {"library": len(library.list()), "cached_prompts": len(library.cache)},
     }
+    if engine.failure is not None:
+        report["error"] = engine.failure
+    return report
