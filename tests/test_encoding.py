@@ -53,13 +53,20 @@ def dominant_frequency(samples: np.ndarray, rate: int) -> float:
     return float(np.fft.rfftfreq(len(samples), 1 / rate)[spectrum.argmax()])
 
 
-@pytest.mark.parametrize("name", ["mp3", "opus", "aac", "flac", "wav"])
+@pytest.mark.parametrize("name", ["mp3", "opus", "ogg", "aac", "flac", "wav"])
 def test_containers_stream_and_decode_back(name):
     parts = encode_in_frames(name, sine())
     assert sum(len(p) for p in parts[:10]) > 0, "bytes must flow before the stream ends"
     samples, rate = decode(b"".join(parts))
     assert abs(len(samples) / rate - SECONDS) < 0.1
     assert abs(dominant_frequency(samples, rate) - 440) < 5
+
+
+@pytest.mark.parametrize("name", ["opus", "ogg"])
+def test_ogg_is_opus_in_ogg_under_the_earlier_servers_name(name):
+    with av.open(io.BytesIO(b"".join(encode_in_frames(name, sine())))) as container:
+        stream = container.streams.audio[0]
+        assert (container.format.name, stream.codec_context.name, stream.sample_rate) == ("ogg", "opus", 48000)
 
 
 def test_lossless_formats_are_exact_16_bit():
@@ -90,6 +97,7 @@ def test_media_types():
     assert {name: encoder_for(name).media_type for name in FORMATS} == {
         "mp3": "audio/mpeg",
         "opus": "audio/ogg",
+        "ogg": "audio/ogg",
         "aac": "audio/aac",
         "flac": "audio/flac",
         "wav": "audio/wav",
@@ -102,7 +110,8 @@ def test_media_types():
 @pytest.mark.parametrize(
     ("name", "rate", "message"),
     [
-        ("ogg", None, "unsupported response_format"),
+        ("wma", None, "unsupported response_format"),
+        ("ogg", 44100, "ogg cannot be sent at 44100 Hz"),
         ("opus", 44100, "opus cannot be sent at 44100 Hz"),
         ("wav", 96000, "8000 to 48000"),
     ],

@@ -1,13 +1,18 @@
 """PCM -> the response formats, incrementally: each `write` returns the bytes that are ready to send.
 
-Containers and codecs are PyAV's (libmp3lame, libopus in Ogg with short pages, AAC in ADTS, FLAC, PCM
-in WAV); raw `pcm` is 16-bit little-endian with no header; `mulaw` and `alaw` are G.711 at 8 kHz for
-telephony. Resampling (an output rate other than the model's) is soxr's streaming resampler.
+Containers and codecs are PyAV's (libmp3lame, libopus in Ogg with short pages, as `opus` and as `ogg`, AAC in
+ADTS, FLAC, PCM in WAV); raw `pcm` is 16-bit little-endian with no header; `mulaw` and `alaw` are G.711 at
+8 kHz for telephony. Resampling (an output rate other than the model's) is soxr's streaming resampler.
+
+A streamed WAV or FLAC cannot know its length when its header goes out, so a WAV's RIFF and data sizes say
+0xFFFFFFFF and a FLAC's total sample count 0 (unknown); `whole_file` writes the real ones into a file that is
+sent or stored in one piece.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from struct import pack
 
 import av
 import numpy as np
@@ -26,11 +31,14 @@ class AudioFormat:
     rates: tuple[int, ...] | None = None  # None: any rate
 
 
+OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
+
 FORMATS = {
     f.name: f
     for f in (
         AudioFormat("mp3", "mp3", "libmp3lame", "audio/mpeg", rates=(8000, 16000, 22050, 24000, 32000, 44100, 48000)),
-        AudioFormat("opus", "ogg", "libopus", "audio/ogg", rates=(8000, 12000, 16000, 24000, 48000)),
+        AudioFormat("opus", "ogg", "libopus", "audio/ogg", rates=OPUS_RATES),
+        AudioFormat("ogg", "ogg", "libopus", "audio/ogg", rates=OPUS_RATES),  # the earlier server's name for opus
         AudioFormat("aac", "adts", "aac", "audio/aac", rates=(8000, 16000, 22050, 24000, 32000, 44100, 48000)),
         AudioFormat("flac", "flac", "flac", "audio/flac"),
         AudioFormat("wav", "wav", "pcm_s16le", "audio/wav"),
@@ -54,6 +62,41 @@ def audio_format(name: str, sample_rate: int | None, source_rate: int) -> tuple[
         allowed = ", ".join(map(str, fmt.rates)) if fmt.rates else "8000 to 48000"
         raise InvalidInputError(f"{name} cannot be sent at {rate} Hz; allowed: {allowed}", param="sample_rate")
     return fmt, rate
+
+
+def whole_file(format: AudioFormat, data: bytes, samples: int) -> bytes:
+    """A complete response of `samples` samples sent or stored in one piece: the streamed bytes, with a WAV's
+    exact sizes or a FLAC's sample count."""
+    if format.container == "wav":
+        return wav_with_sizes(data)
+    if format.container == "flac":
+        return flac_with_length(data, samples)
+    return data
+
+
+def flac_with_length(flac: bytes, samples: int) -> bytes:
+    """A complete FLAC with its STREAMINFO's total sample count set (readers such as libsndfile trust it)."""
+    if flac[:4] != b"fLaC" or flac[4] & 0x7F != 0 or len(flac) < 42:
+        raise ValueError("not a FLAC file starting with its STREAMINFO")
+    # STREAMINFO starts at byte 8; its bytes 10-17 hold rate (20 bits), channels, depth (8) and samples (36).
+    packed = int.from_bytes(flac[18:26], "big")
+    packed = (packed & ~((1 << 36) - 1)) | (samples & ((1 << 36) - 1))
+    return flac[:18] + packed.to_bytes(8, "big") + flac[26:]
+
+
+def wav_with_sizes(wav: bytes) -> bytes:
+    """A complete WAV whose data chunk runs to the end of the file (as the encoder writes it), with its RIFF
+    and data sizes set to the real ones: readers that trust the header (Python's `wave`) need them."""
+    if wav[:4] != b"RIFF" or wav[8:12] != b"WAVE":
+        raise ValueError("not a RIFF/WAVE file")
+    offset = 12
+    while offset + 8 <= len(wav):
+        chunk_id, size = wav[offset : offset + 4], int.from_bytes(wav[offset + 4 : offset + 8], "little")
+        if chunk_id == b"data":
+            data_size = pack("<I", len(wav) - offset - 8)
+            return b"".join((b"RIFF", pack("<I", len(wav) - 8), wav[8 : offset + 4], data_size, wav[offset + 8 :]))
+        offset += 8 + size + size % 2  # a chunk of odd size is followed by a pad byte
+    raise ValueError("a WAV without a data chunk")
 
 
 class _Sink:
@@ -87,7 +130,15 @@ class StreamEncoder:
         self._container = None
         if self.format.container is not None:
             options = {"page_duration": "20000"} if self.format.container == "ogg" else {}
-            self._container = av.open(self._sink, mode="w", format=self.format.container, options=options)
+            # bitexact: no LIST/INFO chunk naming the muxer (ISFT "Lavf...") ahead of a WAV's samples
+            container_options = {"fflags": "+bitexact"} if self.format.container == "wav" else {}
+            self._container = av.open(
+                self._sink,
+                mode="w",
+                format=self.format.container,
+                options=options,
+                container_options=container_options,
+            )
             self._stream = self._container.add_stream(self.format.codec, rate=self.rate, layout="mono")
         else:
             self._codec = av.CodecContext.create(self.format.codec, "w")
@@ -98,6 +149,10 @@ class StreamEncoder:
     @property
     def media_type(self) -> str:
         return self.format.media_type
+
+    def as_file(self, data: bytes) -> bytes:
+        """Everything this encoder produced, closed, as a file sent or stored in one piece (`whole_file`)."""
+        return whole_file(self.format, data, self._pts)
 
     def write(self, audio: np.ndarray) -> bytes:
         samples = np.asarray(audio, dtype=np.float32)

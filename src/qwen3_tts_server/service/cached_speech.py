@@ -4,7 +4,7 @@ a stream, with the same headers, SSE events and usage as when it was generated."
 from __future__ import annotations
 
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from .speech_stream import SpeechOutput
@@ -16,7 +16,7 @@ REPLAY_CHUNK_BYTES = 16384
 class CachedSpeech(SpeechOutput):
     body: bytes
 
-    async def audio(self) -> AsyncIterator[bytes]:
+    async def audio(self) -> AsyncGenerator[bytes, None]:
         self.first_audio = time.perf_counter() - self.started
         for start in range(0, len(self.body), REPLAY_CHUNK_BYTES):
             yield self.body[start : start + REPLAY_CHUNK_BYTES]

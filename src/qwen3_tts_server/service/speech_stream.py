@@ -13,7 +13,7 @@ import logging
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from urllib.parse import quote
 
@@ -52,12 +52,20 @@ class SpeechOutput(ABC):
     finished: bool = False  # every byte was produced (False: the client left, or it failed)
 
     @abstractmethod
-    def audio(self) -> AsyncIterator[bytes]:
+    def audio(self) -> AsyncGenerator[bytes, None]:
         """The encoded audio, piece by piece as it is ready."""
 
     @abstractmethod
     async def aclose(self) -> None:
         """Give up the request's engine rows, if any."""
+
+    async def whole(self) -> bytes:
+        """All of `audio()` as one file (a response with a Content-Length): a WAV or FLAC with its exact length."""
+        return self._as_file(b"".join([part async for part in self.audio()]))
+
+    def _as_file(self, audio: bytes) -> bytes:
+        """`audio()`'s bytes as a file sent in one piece; stored audio already is one."""
+        return audio
 
     @property
     def languages(self) -> list[str]:
@@ -77,7 +85,8 @@ class SpeechOutput(ABC):
         return headers
 
     def result_headers(self) -> dict[str, str]:
-        """The whole-file response's timing breakdown in milliseconds, and any segment cut by its budget."""
+        """The whole-file response's audio frames (the model's, as `usage.output_tokens` counts them), its timing
+        breakdown in milliseconds, and any segment cut by its budget."""
         parts = {
             "Queue": self.queue_seconds,
             "First-Audio": self.first_audio or 0.0,
@@ -85,7 +94,8 @@ class SpeechOutput(ABC):
             "Encode": self.encode_seconds,
             "Total": self.total_seconds,
         }
-        headers = {f"X-Latency-{name}-Ms": f"{1000 * seconds:.1f}" for name, seconds in parts.items()}
+        headers = {"X-Audio-Frames": str(self.frames)}
+        headers |= {f"X-Latency-{name}-Ms": f"{1000 * seconds:.1f}" for name, seconds in parts.items()}
         if self.cut_segments:
             headers["X-Segments-Cut"] = ",".join(map(str, self.cut_segments))
         return headers
@@ -115,7 +125,7 @@ class SpeechStream(SpeechOutput):
     encoder: StreamEncoder
     tempo: Tempo | None = None  # speed != 1
     deadline: float | None = None  # time.monotonic() by which the whole request must be done
-    # Told the complete encoded response once it has played to the end (the output cache stores it).
+    # Told the complete response as one file once it has played to the end (the output cache stores it).
     on_complete: Callable[[bytes], Awaitable[None]] | None = None
     _running: deque[JobStream] = field(default_factory=deque)
 
@@ -155,7 +165,7 @@ class SpeechStream(SpeechOutput):
             return chunk
         return replace(chunk, audio=fade_seams(chunk.audio, fade_in, fade_out))
 
-    async def audio(self) -> AsyncIterator[bytes]:
+    async def audio(self) -> AsyncGenerator[bytes, None]:
         body: list[bytes] | None = [] if self.on_complete is not None else None
         try:
             async for _, chunk in self.chunks():
@@ -176,13 +186,16 @@ class SpeechStream(SpeechOutput):
                 yield tail
             self.finished = True
             if body is not None:
-                await self.on_complete(b"".join(body))
+                await self.on_complete(self._as_file(b"".join(body)))
         finally:
             await self.aclose()  # a client that went away frees its engine rows
 
     async def aclose(self) -> None:
         while self._running:
             await self._running.popleft().aclose()
+
+    def _as_file(self, audio: bytes) -> bytes:
+        return self.encoder.as_file(audio)
 
     def _encode(self, audio: np.ndarray | None) -> bytes:
         """Encode one chunk of audio, or with None flush the speed change and the encoder."""
