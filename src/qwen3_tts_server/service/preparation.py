@@ -11,6 +11,11 @@ from ..model.sampling import SamplingParams
 from ..model.tts_model import Qwen3TTSModel
 from ..text.frontend import TextSegment, text_segments
 
+NOTHING_TO_SPEAK = (
+    "input has nothing to speak: no letter or digit, nor a symbol read as words "
+    "(only punctuation, emoji, marks or invisible characters)"
+)
+
 
 @dataclass(frozen=True)
 class PreparedText:
@@ -35,7 +40,7 @@ def prepare_text(
     model.prompts.check_language(language)  # the language as given, before the text is cut up
     segments = text_segments(text, language, normalize_text)
     if not segments:
-        raise InvalidInputError("input is empty", param="input")
+        raise InvalidInputError("input is empty" if not text.strip() else NOTHING_TO_SPEAK, param="input")
     inputs = [model.prompts.tokenize(voice, segment.text, segment.language) for segment in segments]
     # Each segment its own seed, derived from the request's: reproducible, yet not the same noise each time.
     seeds = [None if params.seed is None else params.seed + index for index in range(len(inputs))]

@@ -1,16 +1,20 @@
-"""The text front end: what the model is given for a request's text. Long input is cut into segments at
-sentence and clause boundaries, each segment's language is detected when the request leaves it to Auto,
-and each is normalised (numbers, dates, symbols, ... in words) in its language unless asked not to."""
+"""The text front end: what the model is given for a request's text. Characters that are never read (control
+and invisible format characters, lone surrogates, noncharacters: see cleanup.py) are removed first. Long input
+is cut into segments at sentence and clause boundaries, each segment's language is detected when the request
+leaves it to Auto, and each is normalised (numbers, dates, symbols, ... in words) in its language unless asked
+not to. A segment left with no letter or digit (only emoji, punctuation, symbols or marks) is not spoken: no
+segments at all means the text has nothing to say."""
 
 from __future__ import annotations
 
 import functools
 from dataclasses import dataclass
 
+from .cleanup import remove_unspoken
 from .language import detect_language
 from .normalize import LANGUAGES, normalize
 from .scripts import is_cjk
-from .segment import speech_segments, split_sentences
+from .segment import speakable, speech_segments, split_sentences
 
 SEGMENT_MAX_CHARS = 300  # about 20 s of speech: long enough for natural prosody, short enough to pipeline
 
@@ -32,6 +36,7 @@ def text_segments(
 # Repeated texts (the output cache's hits, retries, a voice agent's stock phrases) skip the front end's 1-3 ms.
 @functools.lru_cache(maxsize=1024)
 def _text_segments(text: str, language: str, normalize_text: bool, max_chars: int) -> tuple[TextSegment, ...]:
+    text = remove_unspoken(text)
     runs = _language_runs(text) if language == "auto" else [(language, text)]
     segments = []
     for run_language, run_text in runs:
@@ -40,8 +45,16 @@ def _text_segments(text: str, language: str, normalize_text: bool, max_chars: in
         reading = known or ("chinese" if any(map(is_cjk, run_text)) else "english")
         for source in speech_segments(run_text, known, max_chars):
             spoken = normalize(source, reading) if normalize_text else source
-            segments.append(TextSegment(source, spoken, run_language))
+            if speakable(spoken):  # else a run of emoji or symbols too long to go with a neighbour: nothing to say
+                segments.append(TextSegment(source, spoken, run_language))
     return tuple(segments)
+
+
+def clear_text_cache() -> int:
+    """Forget the front end's remembered texts; returns how many there were."""
+    held = _text_segments.cache_info().currsize
+    _text_segments.cache_clear()
+    return held
 
 
 def _language_runs(text: str) -> list[tuple[str, str]]:

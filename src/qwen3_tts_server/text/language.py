@@ -71,7 +71,8 @@ def latin_language(text: str, detector: LanguageDetector) -> str | None:
         return None
     if not _OWN_LETTERS.issuperset(_SCRIPTS["latin"].findall(text.lower())):
         return None
-    return LATIN_LANGUAGES.get(detector.detect_language_of(text))
+    valid = text.encode("utf-8", "ignore").decode("utf-8")  # lingua takes Unicode text only: no lone surrogate
+    return LATIN_LANGUAGES.get(detector.detect_language_of(valid))
 
 
 def _script_language(text: str) -> str | None:

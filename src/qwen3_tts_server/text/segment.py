@@ -11,12 +11,14 @@ Where pysbd has the language, sentences are its ends, repaired (see `_repair`), 
 next word bears out: pysbd takes some plain words for abbreviations.
 
 Every cut falls next to whitespace or a CJK character, so segments carry the text's words, in order, and
-nothing else; only a run longer than max_chars with neither is cut inside.
+nothing else; only a run longer than max_chars with neither is cut inside, between two characters as a reader
+sees them where it can (never between a letter and its combining marks, nor inside an emoji sequence).
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from enum import Enum
 from functools import cache
 
@@ -45,6 +47,10 @@ _CJK_ENDS = "。！？｡"
 _CJK_CLAUSES = "、，；：﹐"
 _MARK = re.compile(rf"\n|(?:[.!?…]+|[。！？｡]+|[,;:—–]|[、，；：﹐]+)[{re.escape(_CLOSERS)}]*")
 _SPEAKABLE = re.compile(r"[^\W_]")  # a letter or a digit
+_ZWJ = "\u200d"
+# What extends the character before it besides combining marks and variation selectors: emoji skin-tone
+# modifiers and the tag characters of subdivision flags.
+_EXTENDERS = re.compile("[\U0001f3fb-\U0001f3ff\U000e0020-\U000e007f]")
 _VISIBLE = re.compile(r"\S")
 _NEXT_WORD = re.compile(rf"[\s{re.escape(_OPENERS)}]*(\S)")
 
@@ -67,6 +73,11 @@ _AMBIGUOUS = {
 }
 
 
+def speakable(text: str) -> bool:
+    """Whether `text` has a letter or a digit: something to say, not only punctuation, symbols, emoji or marks."""
+    return _SPEAKABLE.search(text) is not None
+
+
 class _Break(Enum):
     NONE = "none"
     CLAUSE = "clause"
@@ -79,6 +90,14 @@ def _clean(text: str, cut: int) -> bool:
         return True
     left, right = text[cut - 1], text[cut]
     return left.isspace() or right.isspace() or is_cjk(left) or is_cjk(right)
+
+
+def _splits_character(text: str, cut: int) -> bool:
+    """A cut here parts a character from what extends it: its combining marks, a variation selector, an emoji
+    modifier or tag, or a zero-width joiner and the characters it joins."""
+    right = text[cut]
+    extends = unicodedata.category(right).startswith("M") or _EXTENDERS.match(right) is not None
+    return extends or _ZWJ in (right, text[cut - 1])
 
 
 def _last_word(text: str, start: int, end: int) -> str:
@@ -264,12 +283,13 @@ def split_sentences(text: str, language: str | None) -> list[str]:
 def _cut(text: str, start: int, max_chars: int) -> int:
     """Where a piece that starts at `start` (not whitespace) and runs past max_chars ends: the last whitespace
     that keeps it within max_chars, else the last point beside a CJK character (best not before a mark), else
-    max_chars in."""
+    the last point between two characters as a reader sees them, else max_chars in."""
     limit = start + max_chars
     preferences = (
         lambda cut: text[cut].isspace(),
         lambda cut: _clean(text, cut) and text[cut] not in _CLOSERS + _CJK_ENDS + _CJK_CLAUSES,
         lambda cut: _clean(text, cut),
+        lambda cut: not _splits_character(text, cut),
     )
     return next((cut for good in preferences for cut in range(limit, start, -1) if good(cut)), limit)
 
