@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from qwen3_tts_server.cli import build_parser
-from qwen3_tts_server.config import Settings, from_args
+from qwen3_tts_server.config import UNSUPPORTED_VARIABLES, Settings, from_args, unsupported_variable_warnings
 from qwen3_tts_server.errors import ConfigurationError
 
 SEED_NAMES = [
@@ -129,3 +129,17 @@ def test_every_setting_has_a_documented_serve_flag():
     flags = {action.dest: action for action in serve._actions}
     for name in Settings.model_fields:
         assert name in flags and name.upper() in flags[name].help, name
+
+
+def test_the_earlier_servers_ignored_variables_are_named_when_set():
+    environ = {"TORCH_COMPILE": "1", "QUANTIZE": "int8", "VAD_TRIM": "", "PORT": "8000"}
+    lines = unsupported_variable_warnings(environ)
+    assert [line.split()[0] for line in lines] == ["TORCH_COMPILE", "QUANTIZE"]  # VAD_TRIM= is not set
+    assert "DTYPE" in lines[1]  # with what to use instead
+    assert not {name.lower() for name in UNSUPPORTED_VARIABLES} & set(Settings.model_fields)
+
+
+def test_config_command_warns_of_an_ignored_variable(tmp_path):
+    result = run_cli("config", "--json", env={"QUANTIZE": "fp8"}, cwd=tmp_path)
+    assert result.returncode == 0 and json.loads(result.stdout)
+    assert result.stderr.startswith("warning: QUANTIZE is set but ignored")

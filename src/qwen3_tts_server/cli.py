@@ -322,9 +322,11 @@ def _add_config(sub: argparse._SubParsersAction) -> None:
 def _config(args: argparse.Namespace) -> int:
     import json
 
-    from .config import from_args
+    from .config import from_args, unsupported_variable_warnings
 
     settings = from_args(args)
+    for warning in unsupported_variable_warnings():
+        print(f"warning: {warning}", file=sys.stderr)
     values = settings.effective()
     if args.show_secrets and settings.api_key is not None:
         values["API_KEY"] = settings.api_key.get_secret_value()
@@ -343,10 +345,11 @@ def _add_healthcheck(sub: argparse._SubParsersAction) -> None:
         "healthcheck",
         help="exit 0 when the local server answers GET /ready, 1 when not (container health checks)",
         description="GET /ready on the server these settings describe (its Unix socket, or HOST:PORT with a "
-        "wildcard host probed on the loopback); prints the reason, exits 0 when ready and 1 when not.",
+        "wildcard host probed on the loopback; over HTTPS when SSL_CERTFILE is set, the certificate not verified); "
+        "prints the reason, exits 0 when ready and 1 when not.",
     )
     p.add_argument("--timeout", type=float, default=5.0, help="seconds to wait for the answer (default 5)")
-    add_flags(p, ["host", "port", "unix_socket_path"])
+    add_flags(p, ["host", "port", "unix_socket_path", "ssl_keyfile", "ssl_certfile"])
     p.set_defaults(func=_healthcheck)
 
 
@@ -355,7 +358,8 @@ def _healthcheck(args: argparse.Namespace) -> int:
     from .probe import check_ready
 
     settings = from_args(args)
-    ok, reason = check_ready(settings.host, settings.port, settings.unix_socket_path, args.timeout)
+    tls = settings.ssl_certfile is not None
+    ok, reason = check_ready(settings.host, settings.port, settings.unix_socket_path, args.timeout, tls)
     print(reason)
     return 0 if ok else 1
 

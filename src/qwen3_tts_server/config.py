@@ -6,10 +6,12 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from .errors import ConfigurationError
@@ -22,16 +24,14 @@ FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
 # Variables the earlier server read that this one does not (yet): named in a warning at start when set.
 UNSUPPORTED_VARIABLES = {
     "TORCH_COMPILE": "not supported yet: the frame step runs eagerly on a CPU and as CUDA graphs on a GPU",
-    "QUANTIZE": "not supported yet: the weights load in DTYPE (float32, bfloat16 or float16)",
+    "QUANTIZE": "not supported yet: DTYPE=bfloat16 or float16 halves the weights' memory",
     "VAD_TRIM": "removed (the earlier server dropped it too): synthesized audio is not trimmed",
     "WARMUP_TEXTS": "not needed: the model is warmed up with a short synthesis when it loads",
 }
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(
-        env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True
-    )
+    model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True)
 
     # The model.
     model_id: str = Field(DEFAULT_MODEL, description="checkpoint directory or hub id")
@@ -75,7 +75,9 @@ class Settings(BaseSettings):
     unix_socket_path: Path | None = Field(None, description="listen on this Unix socket instead of host:port")
     api_key: SecretStr | None = Field(None, description="require Authorization: Bearer <key> (not /health, /ready)")
     ssl_keyfile: Path | None = Field(None, description="TLS private key (PEM); with SSL_CERTFILE serves HTTPS")
-    ssl_certfile: Path | None = Field(None, description="TLS certificate chain (PEM); with SSL_KEYFILE serves HTTPS")
+    ssl_certfile: Path | None = Field(
+        None, validate_default=True, description="TLS certificate chain (PEM); with SSL_KEYFILE serves HTTPS"
+    )
     timeout_keep_alive: float = Field(
         65.0, gt=0, description="seconds an idle keep-alive connection stays open (above load balancers' 60 s)"
     )
@@ -111,12 +113,21 @@ class Settings(BaseSettings):
             parse_cores(value)
         return value
 
-    @field_validator("ssl_certfile")
+    @field_validator("ssl_keyfile", "ssl_certfile")
     @classmethod
     def _readable_file(cls, value: Path | None) -> Path | None:
         if value is not None and not value.is_file():
             raise ValueError(f"no such file: {value}")
         return value
+
+    @field_validator("ssl_certfile")
+    @classmethod
+    def _tls_pair(cls, certfile: Path | None, info: ValidationInfo) -> Path | None:
+        """Both TLS files or neither (checked here, on the later field, so that the error names a variable)."""
+        if "ssl_keyfile" in info.data and (info.data["ssl_keyfile"] is None) != (certfile is None):
+            alone = "SSL_CERTFILE" if certfile is not None else "SSL_KEYFILE"
+            raise ValueError(f"SSL_KEYFILE and SSL_CERTFILE go together (HTTPS) but {alone} is set alone")
+        return certfile
 
     def cpu_cores(self) -> set[int] | None:
         """The cores INFERENCE_CPU_CORES names; None: every core the process may use."""
@@ -152,6 +163,14 @@ class Settings(BaseSettings):
         if self.dtype != "auto":
             return self.dtype
         return "float32" if device == "cpu" else "bfloat16"
+
+
+def unsupported_variable_warnings(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """One line for each variable of UNSUPPORTED_VARIABLES set (not empty) in `environ`: `serve` logs them at
+    start, `config` prints them (the gateway relays those)."""
+    return [
+        f"{name} is set but ignored: {advice}" for name, advice in UNSUPPORTED_VARIABLES.items() if environ.get(name)
+    ]
 
 
 def parse_cores(spec: str) -> set[int]:

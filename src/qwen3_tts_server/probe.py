@@ -14,12 +14,12 @@ READY_PATH = "/ready"
 WILDCARD_HOSTS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
 
 
-def ready_url(host: str, port: int) -> str:
+def ready_url(host: str, port: int, tls: bool = False) -> str:
     """The /ready URL of a server listening on host:port, wildcard addresses mapped to the loopback."""
     host = WILDCARD_HOSTS.get(host.strip(), host.strip())
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"
-    return f"http://{host}:{port}{READY_PATH}"
+    return f"{'https' if tls else 'http'}://{host}:{port}{READY_PATH}"
 
 
 def check_ready(
@@ -27,19 +27,26 @@ def check_ready(
     port: int,
     unix_socket_path: str | os.PathLike[str] | None,
     timeout: float = 5.0,
+    tls: bool = False,
 ) -> tuple[bool, str]:
-    """GET /ready over `unix_socket_path` when it is set, else over host:port. Returns (ok, a one-line reason):
-    ok when the server answers 200 (a server whose model is not loaded yet answers 200 too: it loads it on
-    demand; it answers 503 when loading the model failed)."""
+    """GET /ready over `unix_socket_path` when it is set, else over host:port, over HTTPS with `tls` (a server
+    given SSL_KEYFILE and SSL_CERTFILE). Returns (ok, a one-line reason): ok when the server answers 200 (a server
+    whose model is not loaded yet answers 200 too: it loads it on demand; it answers 503 when loading the model
+    failed).
+
+    The certificate is not verified: the probe reaches its own machine's server (the loopback, the bound address
+    or the socket), sends no key and reads only readiness, while a certificate seldom names 127.0.0.1 nor comes
+    from a CA installed beside the probe (a self-signed one)."""
+    scheme = "https" if tls else "http"
     if unix_socket_path:
         where = f"unix:{os.fspath(unix_socket_path)}"
-        transport = httpx.HTTPTransport(uds=os.fspath(unix_socket_path))
-        url = f"http://localhost{READY_PATH}"
+        transport = httpx.HTTPTransport(uds=os.fspath(unix_socket_path), verify=False)
+        url = f"{scheme}://localhost{READY_PATH}"
     elif not port:
         return False, "PORT=0: the server's port is picked when it starts, so there is no address to probe"
     else:
-        url = where = ready_url(host, port)
-        transport = httpx.HTTPTransport()
+        url = where = ready_url(host, port, tls)
+        transport = httpx.HTTPTransport(verify=False)
     try:
         # trust_env=False: HTTP(S)_PROXY set for the container must not send the probe elsewhere.
         with httpx.Client(transport=transport, timeout=timeout, trust_env=False) as client:

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import asyncio
-import math
+import logging
 import signal
 import sys
 
@@ -12,11 +12,13 @@ import uvicorn
 from setproctitle import setproctitle
 
 from .app import GatewayApp
+from .listen import uvicorn_options
 from .logs import configure_logging
-from .settings import SettingsError, load_settings
+from .settings import GatewaySettings, SettingsError, load_settings
 from .worker import Worker
 
 PROCESS_TITLE = "qwen3-tts-server gateway"
+log = logging.getLogger("qwen3_tts_server.gateway")
 
 
 def main(argv: list[str]) -> int:
@@ -24,30 +26,32 @@ def main(argv: list[str]) -> int:
         print("usage: qwen3-tts-server gateway [the flags of `qwen3-tts-server serve`]", file=sys.stderr)
         return 0
     try:
-        settings = load_settings(argv)
+        settings, warnings = load_settings(argv)
     except SettingsError as exc:
         print(exc, file=sys.stderr)
         return 2
     setproctitle(PROCESS_TITLE)
     configure_logging(settings.log_format, settings.log_level)
-    worker = Worker(settings, argv)
-    config = uvicorn.Config(
-        GatewayApp(settings, worker),
-        host=settings.host,
-        port=settings.port,
-        uds=settings.unix_socket_path,
-        lifespan="on",
-        http="auto",  # httptools when installed
-        ws="websockets-sansio",
-        log_config=None,
-        access_log=False,  # the app logs each proxied request itself
-        server_header=False,  # the worker's own headers pass through
-        date_header=False,
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
-    )
+    for warning in warnings:
+        log.warning(warning)
+    config = uvicorn_config(settings, GatewayApp(settings, Worker(settings, argv)))
     # uvicorn re-raises a SIGTERM/SIGINT it handled once it has shut down; these handlers absorb it so that a
     # graceful stop exits 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     asyncio.run(uvicorn.Server(config).serve())
     return 0
+
+
+def uvicorn_config(settings: GatewaySettings, app: GatewayApp) -> uvicorn.Config:
+    """The public listener (HTTPS with TLS files; the worker behind it stays plain HTTP on the loopback)."""
+    return uvicorn.Config(
+        app,
+        lifespan="on",
+        http="auto",  # httptools when installed
+        ws="websockets-sansio",
+        log_config=None,
+        server_header=False,  # the worker's own headers pass through
+        date_header=False,
+        **uvicorn_options(settings),
+    )

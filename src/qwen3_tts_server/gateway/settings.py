@@ -1,5 +1,6 @@
 """The gateway's settings, read from `qwen3-tts-server config --json` in a short-lived subprocess: the same
-validation and sources (environment, .env, flags) as `serve`, without pydantic in this process."""
+validation and sources (environment, .env, flags) and the same warnings as `serve`, without pydantic in this
+process."""
 
 from __future__ import annotations
 
@@ -18,6 +19,9 @@ class GatewaySettings:
     host: str
     port: int
     unix_socket_path: str | None
+    ssl_keyfile: str | None
+    ssl_certfile: str | None
+    timeout_keep_alive: float
     idle_timeout: float
     api_key: str | None
     shutdown_grace: float
@@ -33,8 +37,9 @@ class GatewaySettings:
         return cls(**{name: values[name.upper()] for name in cls.__dataclass_fields__})
 
 
-def load_settings(argv: list[str]) -> GatewaySettings:
-    """The effective settings for these command-line flags."""
+def load_settings(argv: list[str]) -> tuple[GatewaySettings, list[str]]:
+    """The effective settings for these command-line flags, and the warnings `config` printed about them (such as
+    an earlier server's variable that is set but ignored), one per line without its `warning: ` prefix."""
     result = subprocess.run(
         [sys.executable, "-m", "qwen3_tts_server", "config", "--json", "--show-secrets", *argv],
         capture_output=True,
@@ -42,4 +47,5 @@ def load_settings(argv: list[str]) -> GatewaySettings:
     )
     if result.returncode != 0:
         raise SettingsError(result.stderr.strip() or result.stdout.strip() or f"config exited {result.returncode}")
-    return GatewaySettings.from_effective(json.loads(result.stdout))
+    warnings = [line.removeprefix("warning: ") for line in result.stderr.splitlines() if line.strip()]
+    return GatewaySettings.from_effective(json.loads(result.stdout)), warnings

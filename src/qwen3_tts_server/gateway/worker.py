@@ -119,8 +119,11 @@ class Worker:
         try:
             host = self.settings.worker_host
             port = self.settings.worker_port or _free_port(host)
+            # The worker inherits the environment and the gateway's flags; these later flags override both. It is
+            # the gateway's private upstream on the loopback, so plain HTTP: the gateway alone terminates TLS.
             command = [sys.executable, "-m", "qwen3_tts_server", "serve", *self.argv, "--no-gateway-mode"]
             command += ["--host", host, "--port", str(port), "--uds", "", "--idle-timeout", "0", "--preload-model"]
+            command += ["--ssl-keyfile", "", "--ssl-certfile", ""]
             process = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=asyncio.subprocess.DEVNULL,

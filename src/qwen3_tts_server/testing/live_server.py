@@ -1,10 +1,11 @@
-"""A real `qwen3-tts-server serve` (or `gateway`) subprocess on a free loopback port or a Unix socket, for
-tests and benchmarks."""
+"""A real `qwen3-tts-server serve` (or `gateway`) subprocess on a free loopback port or a Unix socket, over HTTP
+or HTTPS, for tests and benchmarks."""
 
 from __future__ import annotations
 
 import os
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -23,16 +24,29 @@ def free_port() -> int:
         return probe.getsockname()[1]
 
 
+@dataclass(frozen=True)
+class TLSFiles:
+    """A private key and its certificate (PEM), given to the server as SSL_KEYFILE and SSL_CERTFILE; the test
+    clients trust the certificate itself (a self-signed one for 127.0.0.1)."""
+
+    keyfile: Path
+    certfile: Path
+
+    def client_context(self) -> ssl.SSLContext:
+        return ssl.create_default_context(cafile=self.certfile)
+
+
 @dataclass
 class LiveProcess:
-    base: str  # http://127.0.0.1:PORT, or http://localhost over `uds`
+    base: str  # http(s)://127.0.0.1:PORT, or http(s)://localhost over `uds`
     process: subprocess.Popen
     log_path: Path  # the process's stdout and stderr
     uds: str | None = None
+    verify: ssl.SSLContext | bool = True  # how its clients check its certificate (HTTPS)
 
     def client(self, **options) -> httpx.Client:
-        transport = httpx.HTTPTransport(uds=self.uds) if self.uds else None
-        return httpx.Client(base_url=self.base, transport=transport, **options)
+        transport = httpx.HTTPTransport(uds=self.uds, verify=self.verify) if self.uds else None
+        return httpx.Client(base_url=self.base, transport=transport, verify=self.verify, **options)
 
     def health(self) -> dict:
         with self.client(timeout=30) as client:
@@ -50,17 +64,21 @@ def live_process(
     env: dict[str, str] | None = None,
     ready_within: float = 120,
     uds: bool = False,
+    tls: TLSFiles | None = None,
 ) -> Iterator[LiveProcess]:
-    """Run `qwen3-tts-server COMMAND --model MODEL ARGS` (on a Unix socket with `uds`), wait for /ready, yield
-    it, and stop it on exit (SIGTERM, then SIGKILL after 60 s). Unless `env` names a DATA_DIR, the voice library
-    lives in a temporary directory removed afterwards."""
+    """Run `qwen3-tts-server COMMAND --model MODEL ARGS` (on a Unix socket with `uds`, over HTTPS with `tls`),
+    wait for /ready, yield it, and stop it on exit (SIGTERM, then SIGKILL after 60 s). Unless `env` names a
+    DATA_DIR, the voice library lives in a temporary directory removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="qwen3-tts-") as scratch:
+        scheme = "https" if tls else "http"
         if uds:
             where = ["--uds", os.path.join(scratch, "s.sock")]
-            base = "http://localhost"
+            base = f"{scheme}://localhost"
         else:
             port = free_port()
-            where, base = ["--port", str(port)], f"http://127.0.0.1:{port}"
+            where, base = ["--port", str(port)], f"{scheme}://127.0.0.1:{port}"
+        if tls:
+            env = {"SSL_KEYFILE": str(tls.keyfile), "SSL_CERTFILE": str(tls.certfile), **(env or {})}
         log_path = Path(scratch) / "server.log"
         argv = [sys.executable, "-m", "qwen3_tts_server", command, "--model", str(model), *where, *args]
         with open(log_path, "wb") as log:
@@ -70,7 +88,7 @@ def live_process(
                 stdout=log,
                 stderr=subprocess.STDOUT,
             )
-        live = LiveProcess(base, process, log_path, where[1] if uds else None)
+        live = LiveProcess(base, process, log_path, where[1] if uds else None, tls.client_context() if tls else True)
         try:
             _wait_ready(live, ready_within)
             yield live
