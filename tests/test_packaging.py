@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import ast
+import ctypes.util
 import importlib.metadata
 import json
 import os
@@ -67,7 +68,12 @@ NON_SETTINGS = {
     "PYTHONUNBUFFERED": "logs leave at once",
     "PIP_DISABLE_PIP_VERSION_CHECK": "build stages only",
     "PIP_NO_CACHE_DIR": "build stages only",
+    "LD_PRELOAD": "jemalloc instead of glibc's malloc",
+    "MALLOC_CONF": "jemalloc's tuning, the earlier server's",
+    "PYTORCH_CUDA_ALLOC_CONF": "torch's CUDA caching allocator: expandable segments",
 }
+# The earlier server's jemalloc tuning: purge in a background thread, dirty pages after 1 s, muzzy ones at once.
+MALLOC_CONF = "background_thread:true,dirty_decay_ms:1000,muzzy_decay_ms:0"
 
 
 # --- the Dockerfile ---------------------------------------------------------------------------------------------
@@ -168,6 +174,48 @@ def test_dockerfile_runtime_settings():
         assert name.lower() in Settings.model_fields or name in NON_SETTINGS, f"ENV {name} is not a setting"
     users = [args for instruction, args in stage if instruction == "USER"]
     assert users and users[-1].split(":")[0] not in {"0", "root"}, "the server must not run as root"
+
+
+def test_dockerfile_preloads_jemalloc_and_tunes_the_allocators():
+    stage = runtime_stage()
+    env = env_values(stage)
+    assert env["MALLOC_CONF"] == MALLOC_CONF
+    assert env["PYTORCH_CUDA_ALLOC_CONF"] == "expandable_segments:True"
+    # LD_PRELOAD names the link made, after the package's install, to wherever the architecture keeps the library
+    (install,) = [
+        index
+        for index, (instruction, args) in enumerate(stage)
+        if instruction == "RUN" and re.search(r"apt-get install -y --no-install-recommends libjemalloc2\b", args)
+    ]
+    link = re.search(r'ln -s "\$\(find /usr/lib -name libjemalloc\.so\.2 -print -quit\)" (\S+)$', stage[install][1])
+    assert link and env["LD_PRELOAD"] == link.group(1)
+    (preload,) = [index for index, (instruction, args) in enumerate(stage) if "LD_PRELOAD=" in args]
+    assert stage[preload][0] == "ENV" and preload > install
+    assert "rm -rf /var/lib/apt/lists/*" in stage[install][1]
+
+
+def test_dockerfile_leaves_thread_counts_to_the_server():
+    """Torch's threads follow the engine's cores (INFERENCE_CPU_CORES or the container's): no fixed count."""
+    for stage in dockerfile_stages():
+        for instruction, args in stage:
+            assert not re.search(r"\b(OMP|MKL)_NUM_THREADS\b", args), f"{instruction} {args}"
+
+
+@pytest.mark.skipif(not ctypes.util.find_library("jemalloc"), reason="needs libjemalloc2 on this machine")
+def test_malloc_conf_is_one_jemalloc_accepts():
+    """The image's MALLOC_CONF under a real jemalloc, preloaded into Python with torch: no complaint (jemalloc
+    names each option it rejects on stderr), and the library is really in the process."""
+    code = "import torch; print(open('/proc/self/maps').read())"
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "LD_PRELOAD": ctypes.util.find_library("jemalloc"), "MALLOC_CONF": MALLOC_CONF},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=True,
+    )
+    assert "<jemalloc>" not in result.stderr, result.stderr
+    assert "libjemalloc.so" in result.stdout
 
 
 def test_dockerfile_has_cpu_and_cuda_variants_and_a_clean_runtime():
