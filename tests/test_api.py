@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import dataclasses
 import io
 import json
 import os
@@ -12,6 +13,8 @@ import openai
 import pytest
 
 from in_process import make_app, run_in_app
+from qwen3_tts_server.engine.jobs import SpeechJob
+from qwen3_tts_server.model.prompt import SpeechInput
 
 FORMAT_RATES = {"wav": 24000, "mp3": 24000, "flac": 24000, "opus": 48000, "aac": 24000}
 
@@ -109,12 +112,12 @@ def test_whole_file_has_content_length(api):
 @pytest.mark.parametrize(
     ("body", "status", "param", "message"),
     [
-        ({"voice": "zed", "input": "Hi."}, 404, "voice", "unknown voice 'zed'"),
+        ({"voice": "zed", "input": "Hi."}, 400, "voice", "unknown voice 'zed'; available: aiden, alloy, ash"),
         ({"voice": "alloy", "input": "   "}, 400, "input", "input is empty"),
         ({"voice": "alloy", "input": "x" * 4097}, 400, "input", "at most 4096"),
         ({"voice": "alloy"}, 400, "input", "required"),
         ({"voice": "alloy", "input": "Hi.", "speed": 9}, 400, "speed", "less than or equal to 4"),
-        ({"voice": "alloy", "input": "Hi.", "response_format": "ogg"}, 400, "response_format", "mp3"),
+        ({"voice": "alloy", "input": "Hi.", "response_format": "wma"}, 400, "response_format", "mp3"),
         ({"voice": "alloy", "input": "Hi.", "language": "Klingon"}, 400, "language", "unknown language"),
         (
             {"voice": "alloy", "input": "Hi.", "response_format": "opus", "sample_rate": 44100},
@@ -137,7 +140,7 @@ def test_errors_use_the_openai_envelope(api, body, status, param, message):
 
 def test_sdk_raises_typed_errors(api):
     async def scenario(client, _):
-        with pytest.raises(openai.NotFoundError) as info:
+        with pytest.raises(openai.BadRequestError) as info:
             await client.audio.speech.create(model="tts-1", voice="zed", input="Hi.")
         return info.value.body
 
@@ -168,9 +171,10 @@ def test_seed_compatible_stream_paths(api):
         return sse, pcm
 
     sse, pcm = api(scenario)
+    # As the earlier server sent it: each data line the base64 of raw 16-bit PCM, then [DONE].
     lines = [line[6:] for line in sse.text.splitlines() if line.startswith("data: ")]
-    assert lines[-1] == "[DONE]" and json.loads(lines[-2])["type"] == "speech.audio.done"
-    audio = b"".join(base64.b64decode(json.loads(line)["audio"]) for line in lines[:-2])
+    assert lines[-1] == "[DONE]" and len(lines) > 2
+    audio = b"".join(base64.b64decode(line, validate=True) for line in lines[:-1])
     assert pcm.headers["x-pcm-sample-rate"] == "24000" and pcm.headers["x-pcm-bit-depth"] == "16"
     assert pcm.headers["x-pcm-channels"] == "1" and pcm.headers["content-type"] == "audio/pcm"
     assert audio == pcm.content and len(audio) % (1920 * 2) == 0
@@ -216,12 +220,20 @@ def test_speed_changes_duration_not_pitch(api):
 
 
 def test_full_queue_answers_503_with_retry_after(models, tmp_path):
-    app = make_app(models["custom_voice"], model_id="tiny", data_dir=tmp_path, max_batch_size=1)
-    app.state.services.engine.max_queue_depth = 0  # no room to wait: every new request finds the queue full
+    model = models["custom_voice"]
+    app = make_app(model, model_id="tiny", data_dir=tmp_path, max_batch_size=1, max_queue_depth=1)
+    engine = app.state.services.engine
+    hold = SpeechInput("Hold the only row.", "English", "Vivian")
+    job = SpeechJob(model.prompts.prepare(hold), model.sampling(seed=1), max_frames=2000, suppress_eos=True)
 
     async def scenario(_, http):
+        running = engine.submit(job)
+        await running.__anext__()  # it holds the only row
+        queued = engine.submit(dataclasses.replace(job, continuation=True))  # never refused: the queue is now full
         plain = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi."})
         sse = await http.post("/v1/audio/speech", json={"voice": "alloy", "input": "Hi.", "stream_format": "sse"})
+        await running.aclose()
+        await queued.aclose()
         return plain, sse
 
     for response in run_in_app(app, scenario):

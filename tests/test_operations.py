@@ -68,15 +68,15 @@ def test_metrics_after_real_requests(models, tmp_path):
         return before, [miss, hit, streamed, unknown], (await http.get("/metrics")).text
 
     before, responses, after = run_in_app(ops_app(models, tmp_path), scenario)
-    assert [r.status_code for r in responses] == [200, 200, 200, 404]
+    assert [r.status_code for r in responses] == [200, 200, 200, 400]
     scraped = samples(after)
     names = {name for name, _ in scraped}
     assert names >= EXPECTED_SAMPLES, EXPECTED_SAMPLES - names
     speech = "/v1/audio/speech"
     assert value(scraped, "qwen3_tts_requests_total", route=speech, format="wav", status="200") == 3
-    assert value(scraped, "qwen3_tts_requests_total", route=speech, format="", status="404") == 1
-    assert value(scraped, "qwen3_tts_errors_total", type="not_found") == 1
-    assert value(scraped, "qwen3_tts_cache_misses_total", cache="audio") == 1  # the unseeded stream is not looked up
+    assert value(scraped, "qwen3_tts_requests_total", route=speech, format="", status="400") == 1
+    assert value(scraped, "qwen3_tts_errors_total", type="invalid_request") == 1
+    assert value(scraped, "qwen3_tts_cache_misses_total", cache="audio") == 2  # the unseeded stream is cached too
     assert value(scraped, "qwen3_tts_cache_hits_total", cache="audio") == 1
     assert value(scraped, "qwen3_tts_time_to_first_audio_seconds_count", route=speech) == 3
     assert value(scraped, "qwen3_tts_request_duration_seconds_count", route=speech) == 3
@@ -173,8 +173,11 @@ def test_output_cache_replays_without_the_engine(models, tmp_path):
     assert streamed.headers["x-cache"] == "hit" and b"".join(chunks) == first.content
     for field, response in changed.items():
         assert response.status_code == 200 and response.headers["x-cache"] == "miss", field
-    assert all("x-cache" not in response.headers for response in unseeded)  # sampled: never cached
-    assert cleared == {"cleared": 7, "enabled": True}
+    # Sampled without a seed: cached by content (AUDIO_CACHE_SAMPLED, on by default), the repeat replays the first.
+    assert [response.headers["x-cache"] for response in unseeded] == ["miss", "hit"]
+    assert unseeded[1].content == unseeded[0].content
+    assert cleared["audio_cleared"] == cleared["cleared"] == 8 and cleared["enabled"] is True
+    assert cleared["voice_cleared"] == 0 and cleared["text_cleared"] >= 1
     assert after_clear.headers["x-cache"] == "miss" and after_clear.content == first.content
 
 

@@ -65,7 +65,7 @@ def test_upload_speak_restart_and_delete_with_the_sdk(models, reference, tmp_pat
     again, deleted, gone, fetched, deleted_twice = run_in_app(base_app(models, tmp_path), after_restart)
     assert again.status_code == 200 and again.content == streamed  # the persisted prompt speaks identically
     assert deleted.deleted and deleted.id == voice.id and deleted.object == "audio.voice.deleted"
-    assert gone.status_code == 404 and "library voices" not in gone.json()["error"]["message"]
+    assert gone.status_code == 400 and "library voices" not in gone.json()["error"]["message"]
     assert fetched.status_code == 404 and deleted_twice.status_code == 404
     assert fetched.json()["error"]["param"] == "voice_id"
     assert not list((tmp_path / "voices").iterdir())
@@ -162,7 +162,7 @@ def test_voice_errors_use_the_envelope(models, reference, tmp_path):
         "icl_without_text": (400, "ref_text"),
         "no_name": (400, "name"),
         "empty_prompt": (400, "prompt"),
-        "unknown_voice": (404, "voice"),
+        "unknown_voice": (400, "voice"),
         "unknown_get": (404, "voice_id"),
         "traversal_get": (404, None),
         "clone_without_audio": (400, "ref_audio"),

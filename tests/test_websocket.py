@@ -184,7 +184,7 @@ def test_bad_messages_get_error_events_and_the_connection_survives(server):
         ("{not json", None, "invalid_request"),
         (b"\x00\x01", None, "invalid_request"),
         (json.dumps({"type": "dance"}), "type", "invalid_request"),
-        (json.dumps({"type": "session.update", "voice": "nobody"}), "voice", "not_found"),
+        (json.dumps({"type": "session.update", "voice": "nobody"}), "voice", "invalid_request"),
         (json.dumps({"type": "session.update", "speed": 9}), "speed", "invalid_value"),
         (json.dumps({"type": "session.update", "response_format": "mp3"}), "response_format", "invalid_request"),
         (json.dumps({"type": "session.update", "sample_rate": 4000}), "sample_rate", "invalid_value"),  # schema range
@@ -242,3 +242,34 @@ def test_api_key_from_the_header_or_the_query(checkpoint_dirs):
         codes, kinds = asyncio.run(scenario(base))
     assert codes == [1008, 1008, 1008]
     assert kinds == ["session.updated", "session.updated"]
+
+
+def test_the_earlier_servers_messages_are_answered_in_its_form(server):
+    """The earlier server's client: `{"input", "voice", ...}` without a `type`, answered with binary PCM and
+    `{"event": "done"}`, errors as `{"event": "error", "detail": ...}`; the typed protocol goes on beside it."""
+
+    async def receive_legacy(ws: ClientConnection) -> tuple[bytes, dict]:
+        audio = []
+        while isinstance(message := await asyncio.wait_for(ws.recv(), TIMEOUT), bytes):
+            audio.append(message)
+        return b"".join(audio), json.loads(message)
+
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            legacy = {"voice": "vivian", "language": "English", "temperature": 0.9, "top_p": 0.8, "seed": 4}
+            await send(ws, input="Hello there. How are you today?", **legacy)
+            spoken = await receive_legacy(ws)
+            await send(ws, input="Hi.", voice="nobody")
+            refused = await receive_legacy(ws)
+            await send(ws, input="Hi.", temperature=-1)
+            invalid = await receive_legacy(ws)
+            await send(ws, type="input_text", text="Still typed.")
+            typed = await receive_until(ws, "done")
+            return spoken, refused, invalid, typed
+
+    (audio, done), refused, invalid, typed = asyncio.run(scenario())
+    assert done == {"event": "done"} and len(audio) >= 2 * PCM_FRAME_BYTES and len(audio) % PCM_FRAME_BYTES == 0
+    for leftover, error in (refused, invalid):
+        assert leftover == b"" and error["event"] == "error" and set(error) == {"event", "detail"}
+    assert "unknown voice 'nobody'" in refused[1]["detail"] and "temperature" in invalid[1]["detail"]
+    assert typed[-1]["type"] == "done" and len(segments(typed)) == 1

@@ -7,10 +7,10 @@ the last log lines are flushed and the exit status is 0."""
 from __future__ import annotations
 
 import logging
-import math
 import signal
 
-from .config import Settings
+from .config import Settings, unsupported_variable_warnings
+from .gateway.listen import uvicorn_options
 
 log = logging.getLogger(__name__)
 
@@ -22,15 +22,20 @@ def serve(settings: Settings) -> int:
     from .engine.model_manager import ModelManager
     from .logs import configure_logging
     from .model.checkpoint import resolve_checkpoint
+    from .model.loading import prepare_loading
     from .model.tts_model import Qwen3TTSModel
 
     log_config = configure_logging(settings.log_format, settings.log_level)
     _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
+    for warning in unsupported_variable_warnings():
+        log.warning(warning)
     resolve_checkpoint(settings.model_id)  # fail before binding a port if the checkpoint cannot be found
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)
     models = ModelManager(
-        lambda: Qwen3TTSModel.load(settings.model_id, device=device, dtype=dtype), idle_timeout=settings.idle_timeout
+        lambda: Qwen3TTSModel.load(settings.model_id, device=device, dtype=dtype),
+        idle_timeout=settings.idle_timeout,
+        describe=lambda: prepare_loading(settings.model_id),
     )
     app = create_app(settings, models)
     # uvicorn re-raises the SIGTERM / SIGINT it drained for once it has shut down; absorbed here, so that a
@@ -38,16 +43,9 @@ def serve(settings: Settings) -> int:
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
     where = settings.unix_socket_path or f"{settings.host}:{settings.port}"
-    log.info("serving %s on %s (%s, %s)", settings.model_id, where, device, dtype)
-    uvicorn.run(
-        app,
-        host=settings.host,
-        port=settings.port,
-        uds=str(settings.unix_socket_path) if settings.unix_socket_path else None,
-        log_config=log_config,
-        access_log=False,  # api/observability.py logs every request, with its latency breakdown
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace),
-    )
+    scheme = "https" if settings.ssl_certfile else "http"
+    log.info("serving %s on %s over %s (%s, %s)", settings.model_id, where, scheme, device, dtype)
+    uvicorn.run(app, log_config=log_config, **uvicorn_options(settings))
     logging.shutdown()
     return 0
 

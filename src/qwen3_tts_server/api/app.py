@@ -38,10 +38,17 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         max_batch_size=settings.max_batch_size,
         max_queue_depth=settings.max_queue_depth,
         max_frames_cap=settings.max_request_frames,
+        cpu_cores=settings.cpu_cores(),
     )
     voice_service = VoiceService(models, library, VoiceCloner(prompt_cache))
     speech_service = SpeechService(
-        engine, models, voice_service, settings.text_normalize, audio_cache, settings.request_timeout
+        engine,
+        models,
+        voice_service,
+        settings.text_normalize,
+        audio_cache,
+        settings.request_timeout,
+        settings.audio_cache_sampled,
     )
     caches = {"voice": lambda: CacheCounts(prompt_cache.hits, prompt_cache.misses, prompt_cache.evictions)}
     if audio_cache is not None:
@@ -52,6 +59,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         await asyncio.to_thread(warm_up_text_front_end)
+        await asyncio.to_thread(models.prepare)
         await asyncio.to_thread(engine.start, settings.preload_model)
         try:
             yield

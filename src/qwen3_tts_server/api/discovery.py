@@ -16,14 +16,15 @@ MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 @router.get("/v1/models")
 async def list_models(services: ServicesDep) -> dict:
-    model = await asyncio.to_thread(services.models.get)
+    """From the checkpoint's config: the model is not loaded for it, nor kept from idling out."""
+    config = await asyncio.to_thread(services.models.config)
     model_id = services.settings.model_id
     base = {
         "object": "model",
         "created": 0,
         "owned_by": "qwen3-tts-server",
-        "type": model.model_type,
-        "size": model.config.model_size,
+        "type": config.model_type,
+        "size": config.model_size,
     }
     entries = [{"id": model_id, **base}]
     entries += [{"id": alias, **base, "alias_of": model_id} for alias in MODEL_ALIASES]
@@ -31,16 +32,19 @@ async def list_models(services: ServicesDep) -> dict:
 
 
 @router.get("/health")
-async def health(services: ServicesDep) -> dict:
-    return health_report(services.models, services.engine, services.voices.library)
+async def health(services: ServicesDep) -> JSONResponse:
+    """200, or 503 with the reason in `error` once the engine thread has stopped (nothing can be served)."""
+    report = health_report(services.models, services.engine, services.voices.library, services.audio_cache)
+    return JSONResponse(report, status_code=200 if services.engine.failure is None else 503)
 
 
 @router.get("/ready")
 async def ready(services: ServicesDep) -> JSONResponse:
-    """Ready once started (a model that is not loaded loads on the first request), unless the last attempt to
-    load the model failed."""
+    """Ready once started (a model that is not loaded loads on the first request), unless the engine thread has
+    stopped or the last attempt to load the model failed; then 503 with the reason in `error`."""
     models = services.models
-    body = {"ready": models.last_error is None, "model": models.state.value}
-    if models.last_error is not None:
-        body["error"] = models.last_error
-    return JSONResponse(body, status_code=200 if models.last_error is None else 503)
+    error = services.engine.failure or models.last_error
+    body = {"ready": error is None, "model": models.state.value}
+    if error is not None:
+        body["error"] = error
+    return JSONResponse(body, status_code=200 if error is None else 503)

@@ -7,13 +7,15 @@ import logging
 from typing import Literal
 
 from fastapi import UploadFile
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from ..service.requests import SamplingOverrides, SynthesisRequest
 
 log = logging.getLogger(__name__)
 
-ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw"]
+# `ogg` is the earlier server's name for Ogg Opus (the same bytes as `opus`).
+ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw", "ogg"]
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # OpenAI's limit for a voice's audio sample
 
 
@@ -26,7 +28,11 @@ class SpeechOptions(BaseModel):
 
     model: str = "tts-1"
     input: str = Field(max_length=4096)
-    instructions: str | None = Field(default=None, max_length=4096)
+    instructions: str | None = Field(
+        default=None,
+        max_length=4096,
+        validation_alias=AliasChoices("instructions", "instruct"),  # `instruct`: the earlier server's name
+    )
     response_format: ResponseFormat = "mp3"
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     stream_format: Literal["audio", "sse"] = "audio"
@@ -41,6 +47,22 @@ class SpeechOptions(BaseModel):
     sample_rate: int | None = Field(default=None, ge=8000, le=48000, description="output rate (default: format's)")
     normalize: bool | None = None  # numbers, dates, symbols... in words; None: the server's TEXT_NORMALIZE
     include_text: bool = False  # report the spoken (normalised) text: X-Spoken-Text, or a speech.text SSE event
+
+    @field_validator("input", mode="before")
+    @classmethod
+    def _input_is_unicode(cls, value: object) -> object:
+        """A lone surrogate (JSON can escape one, "\\ud800") is not Unicode text: refused, saying where it is."""
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                raise PydanticCustomError(
+                    "lone_surrogate",
+                    "holds a lone surrogate (U+{code} at character {index}), which is not Unicode text: "
+                    "send the character itself, or both halves of its surrogate pair",
+                    {"code": f"{ord(value[exc.start]):04X}", "index": exc.start},
+                ) from None
+        return value
 
     def to_synthesis(self, voice: str) -> SynthesisRequest:
         """The service's request: the validated values, free of this schema."""

@@ -4,11 +4,15 @@ route /v1/audio/speech/clone, and the earlier server's /v1/audio/speech/stream a
 from __future__ import annotations
 
 import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
 from typing import Annotated
 
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
+from ..errors import TTSError, error_body
 from ..service.speech import SpeechService
 from ..service.speech_stream import SpeechOutput
 from .context import RequestContext
@@ -34,24 +38,39 @@ async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -
         events = speech.sse(body.include_text)
         return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **headers})
     if body.stream:
-        return StreamingResponse(speech.audio(), media_type=speech.media_type, headers={**STREAM_HEADERS, **headers})
+        audio = await _started(speech)
+        return StreamingResponse(audio, media_type=speech.media_type, headers={**STREAM_HEADERS, **headers})
     content = await _whole(request, speech)
     if content is None:
         return Response(status_code=CLIENT_CLOSED_REQUEST)
     return Response(content, media_type=speech.media_type, headers={**headers, **speech.result_headers()})
 
 
-async def _whole(request: Request, speech: SpeechOutput) -> bytes | None:
-    """The whole audio, or None when the client leaves first: its engine rows are freed at once."""
+async def _started(speech: SpeechOutput) -> AsyncIterator[bytes]:
+    """`speech.audio()` once its first piece is made: a failure before any audio (a prefill that failed, out of
+    memory) is raised here, while the status can still say so, instead of a 200 cut short."""
+    parts = speech.audio()
+    first = await anext(parts, b"")
 
-    async def collect() -> bytes:
-        return b"".join([part async for part in speech.audio()])
+    async def audio() -> AsyncIterator[bytes]:
+        try:
+            yield first
+            async for part in parts:
+                yield part
+        finally:
+            await parts.aclose()
+
+    return audio()
+
+
+async def _whole(request: Request, speech: SpeechOutput) -> bytes | None:
+    """The whole file, or None when the client leaves first: its engine rows are freed at once."""
 
     async def client_left() -> None:
         while (await request.receive())["type"] != "http.disconnect":
             pass
 
-    audio, left = asyncio.ensure_future(collect()), asyncio.ensure_future(client_left())
+    audio, left = asyncio.ensure_future(speech.whole()), asyncio.ensure_future(client_left())
     try:
         await asyncio.wait({audio, left}, return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -80,13 +99,19 @@ async def clone_speech(
 
 @router.post("/v1/audio/speech/stream")
 async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
-    """The earlier server's SSE path: base64 16-bit PCM deltas, the done event, then `data: [DONE]`."""
-    body = body.model_copy(update={"response_format": "pcm", "stream_format": "sse"})
+    """The earlier server's SSE path, as its clients read it: each `data:` line is the base64 of raw 16-bit PCM,
+    then `data: [DONE]` (OpenAI-shaped events are POST /v1/audio/speech with stream_format=sse). A failure after
+    the first line is an `event: error` whose data is the error envelope, and no [DONE]."""
+    body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
     speech = await speak(service, context, body)
 
     async def events():
-        async for event in speech.sse(body.include_text):
-            yield event
+        try:
+            async for pcm in speech.audio():
+                yield b"data: " + base64.b64encode(pcm) + b"\n\n"
+        except TTSError as exc:
+            yield b"event: error\ndata: " + json.dumps({"error": error_body(exc)}).encode() + b"\n\n"
+            return
         yield b"data: [DONE]\n\n"
 
     headers = {**STREAM_HEADERS, **speech.text_headers(body.include_text)}
@@ -105,4 +130,4 @@ async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, cont
         "X-PCM-Bit-Depth": "16",
         "X-PCM-Channels": "1",
     }
-    return StreamingResponse(speech.audio(), media_type="audio/pcm", headers=headers)
+    return StreamingResponse(await _started(speech), media_type="audio/pcm", headers=headers)

@@ -3,16 +3,20 @@ after a stretch without work and give the memory back."""
 
 from __future__ import annotations
 
+import asyncio
 import enum
 import gc
 import logging
 import threading
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 
 import numpy as np
 import torch
 
+from ..errors import TTSError
+from ..model.config import TTSConfig
 from ..model.prompt import SpeechInput
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
@@ -46,16 +50,24 @@ def warm_up_model(model: Qwen3TTSModel) -> np.ndarray:
 
 
 class ModelManager:
+    """Owns the model: loads it on a thread of its own (one load, however many callers wait for it, from threads
+    or from the event loop), and unloads it when idle. `describe` gives the checkpoint's config without loading the
+    weights (what /v1/models and the voice list need), and prepares what a load needs ahead of it."""
+
     def __init__(
         self,
         loader: Callable[[], Qwen3TTSModel],
         idle_timeout: float = 0.0,
         warmup: Callable[[Qwen3TTSModel], object] | None = warm_up_model,
+        describe: Callable[[], TTSConfig] | None = None,
     ):
         self._loader = loader
         self._warmup = warmup
+        self._describe = describe
         self.idle_timeout = idle_timeout  # seconds; 0 keeps the model loaded
         self._model: Qwen3TTSModel | None = None
+        self._config: TTSConfig | None = None
+        self._loading: Future[Qwen3TTSModel] | None = None
         self._lock = threading.Lock()
         self.state = ModelState.UNLOADED
         self.loads = 0
@@ -65,7 +77,7 @@ class ModelManager:
     @classmethod
     def fixed(cls, model: Qwen3TTSModel) -> ModelManager:
         """A manager around an already loaded model that is never unloaded."""
-        manager = cls(lambda: model, idle_timeout=0.0, warmup=None)
+        manager = cls(lambda: model, idle_timeout=0.0, warmup=None, describe=lambda: model.config)
         manager.get()
         return manager
 
@@ -73,30 +85,71 @@ class ModelManager:
     def loaded(self) -> Qwen3TTSModel | None:
         return self._model
 
+    def config(self) -> TTSConfig:
+        """The checkpoint's config, read once, without loading the model or counting as use. Blocking: the first
+        call reads files (call it from a worker thread)."""
+        if self._config is None:
+            if self._model is not None:
+                self._config = self._model.config
+            elif self._describe is not None:
+                self._config = self._describe()
+            else:
+                self._config = self.get().config
+        return self._config
+
+    def prepare(self) -> None:
+        """Read the config and prepare a load ahead (see `describe`), before a server takes requests. A checkpoint
+        that cannot be read is logged and kept as `last_error` (/ready reports it); requests then get its error."""
+        try:
+            self.config()
+        except TTSError as exc:
+            self.last_error = str(exc)
+            log.error("the model cannot be loaded: %s", exc)
+
     def get(self) -> Qwen3TTSModel:
-        """The model, loading and warming it up first if needed (one load for any number of callers)."""
-        model = self._model
-        if model is None:
-            with self._lock:
-                if self._model is None:
-                    self.state = ModelState.LOADING
-                    started = time.monotonic()
-                    try:
-                        model = self._loader()
-                        if self._warmup is not None:
-                            self._warmup(model)
-                    except BaseException as exc:
-                        self.state = ModelState.UNLOADED
-                        self.last_error = str(exc) or type(exc).__name__
-                        raise
-                    self.last_error = None
-                    self._model = model
-                    self.loads += 1
-                    self.state = ModelState.READY
-                    log.info("model ready in %.2f s", time.monotonic() - started)
-                model = self._model
+        """The model, waiting for its load if needed. Blocking: for threads, not the event loop."""
+        model = self._model or self._load().result()
         self.touch()
         return model
+
+    async def get_async(self) -> Qwen3TTSModel:
+        """The model; a load runs on its own thread while the event loop goes on."""
+        model = self._model or await asyncio.wrap_future(self._load())
+        self.touch()
+        return model
+
+    def _load(self) -> Future[Qwen3TTSModel]:
+        """The load under way, or a new one started (a failed load is tried again by the next caller)."""
+        with self._lock:
+            if self._loading is None:
+                self._loading = Future()
+                self._loading.set_running_or_notify_cancel()  # a waiter that gives up does not cancel the load
+                threading.Thread(target=self._run_load, args=(self._loading,), name="model-load", daemon=True).start()
+            return self._loading
+
+    def _run_load(self, loading: Future[Qwen3TTSModel]) -> None:
+        self.state = ModelState.LOADING
+        started = time.monotonic()
+        try:
+            model = self._loader()
+            if self._warmup is not None:
+                self._warmup(model)
+        except BaseException as exc:
+            with self._lock:
+                self.state = ModelState.UNLOADED
+                self.last_error = str(exc) or type(exc).__name__
+                self._loading = None
+            loading.set_exception(exc)
+            return
+        with self._lock:
+            self.last_error = None
+            self._model, self._config = model, model.config
+            self.loads += 1
+            self.state = ModelState.READY
+            self._loading = None
+        self.touch()
+        log.info("model ready in %.2f s", time.monotonic() - started)
+        loading.set_result(model)
 
     def touch(self) -> None:
         self.last_used = time.monotonic()
@@ -109,7 +162,7 @@ class ModelManager:
         if not self.idle_timeout or self._model is None or self.idle_for() < self.idle_timeout:
             return False
         with self._lock:
-            if self._model is None:
+            if self._model is None or self._loading is not None:
                 return False
             self.state = ModelState.UNLOADING
             self._model = None

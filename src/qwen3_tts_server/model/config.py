@@ -167,6 +167,15 @@ class TTSConfig:
         )
 
     @property
+    def speakers(self) -> list[str]:
+        """The preset speakers (CustomVoice models), lower-case."""
+        return list(self.talker.spk_id)
+
+    @property
+    def languages(self) -> list[str]:
+        return ["auto"] + [name for name in self.talker.codec_language_id if "dialect" not in name]
+
+    @property
     def accepts_instruct(self) -> bool:
         """VoiceDesign needs an instruction; CustomVoice takes one except the 0.6B size; Base takes none."""
         if self.model_type == "voice_design":

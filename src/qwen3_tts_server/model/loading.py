@@ -42,6 +42,23 @@ def parse_dtype(name: str) -> torch.dtype:
         raise ConfigurationError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
 
 
+def read_config(name_or_path: str | os.PathLike) -> TTSConfig:
+    """A checkpoint's config.json, parsed, without its weights."""
+    return TTSConfig.parse(read_json(resolve_checkpoint(name_or_path) / "config.json"))
+
+
+def prepare_loading(name_or_path: str | os.PathLike) -> TTSConfig:
+    """Everything a load of this checkpoint needs that holds the GIL for long stretches, done ahead, so that a
+    server can load its model later without stalling its event loop: the text tokenizer (kept), and the torch
+    modules that initialising weights on the meta device imports the first time (about a second). Returns the
+    checkpoint's config."""
+    config = read_config(name_or_path)
+    TextTokenizer.cached(resolve_checkpoint(name_or_path))
+    with torch.device("meta"):
+        nn.Embedding(1, 1)
+    return config
+
+
 class TTSWeights(nn.Module):
     """The modules of model.safetensors: the talker and, for Base models, the speaker encoder."""
 
@@ -74,6 +91,8 @@ def load_checkpoint(
     if device.type == "cuda":  # float32 matrix products on tensor cores (TF32); bfloat16 is unaffected
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
+        # The codec's convolutions: cuDNN times its algorithms once per input shape and keeps the fastest.
+        torch.backends.cudnn.benchmark = True
     directory = resolve_checkpoint(name_or_path)
     dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
     config = TTSConfig.parse(read_json(directory / "config.json"))
@@ -82,7 +101,7 @@ def load_checkpoint(
     # The codec encoder only serves voice cloning, so only Base models load it.
     encoder_config = CodecEncoderConfig.parse(codec_raw) if config.model_type == "base" else None
     defaults = GenerationDefaults.parse(read_json(directory / "generation_config.json"))
-    tokenizer = TextTokenizer.from_directory(directory)
+    tokenizer = TextTokenizer.cached(directory)
     with torch.device("meta"):
         weights = TTSWeights(config)
         speech_tokenizer = SpeechTokenizer(codec_config, encoder_config)

@@ -85,11 +85,11 @@ class PromptBuilder:
 
     @property
     def languages(self) -> list[str]:
-        return ["auto"] + [name for name in self.config.talker.codec_language_id if "dialect" not in name]
+        return self.config.languages
 
     @property
     def speakers(self) -> list[str]:
-        return list(self.config.talker.spk_id)
+        return self.config.speakers
 
     def text_ids(self, text: str, tail: str = ASSISTANT_TAIL) -> tuple[int, ...]:
         """Token ids of the text between the fixed assistant head and a tail (the official prompt is

@@ -3,6 +3,7 @@ merges.txt and tokenizer_config.json, configured as the official processor confi
 
 from __future__ import annotations
 
+import functools
 import json
 from pathlib import Path
 
@@ -22,6 +23,16 @@ TOKENIZER_FILES = ("vocab.json", "merges.txt", "tokenizer_config.json")
 class TextTokenizer:
     def __init__(self, tokenizer: Tokenizer):
         self._tokenizer = tokenizer
+
+    @classmethod
+    def cached(cls, directory: Path) -> TextTokenizer:
+        """`from_directory`, built once per directory and file content: building one holds the GIL in stretches
+        of ~100 ms, which a serving process must not pay on every model load."""
+        try:
+            stamp = tuple((name, (directory / name).stat().st_mtime_ns) for name in TOKENIZER_FILES)
+        except OSError:
+            return cls.from_directory(directory)  # names the missing file
+        return _cached_tokenizer(directory.resolve(), stamp)
 
     @classmethod
     def from_directory(cls, directory: Path) -> TextTokenizer:
@@ -72,3 +83,8 @@ class TextTokenizer:
 
     def token_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)
+
+
+@functools.lru_cache(maxsize=2)
+def _cached_tokenizer(directory: Path, stamp: tuple) -> TextTokenizer:
+    return TextTokenizer.from_directory(directory)

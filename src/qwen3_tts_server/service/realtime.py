@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import InvalidInputError, TTSError, error_body
-from ..text.segment import IncrementalSegmenter
+from ..text.segment import IncrementalSegmenter, speakable
 from .requests import SynthesisRequest
 from .speech import SpeechService
 from .speech_stream import SpeechOutput, usage
@@ -44,6 +44,7 @@ CONFIG_FIELDS = frozenset(
     }
 )
 DEFAULT_CONFIG = {"voice": "alloy", "response_format": "pcm"}
+LEGACY_DONE = {"event": "done"}
 MAX_MESSAGE_TEXT = 4096
 _PROBE_TEXT = "probe"  # stands in for the text when a config is checked
 
@@ -71,8 +72,11 @@ class Utterance:
     config: dict[str, Any]  # the session config when its first text arrived
     clauses: int = 0  # handed to the engine, including those it refused
     segments: list[Segment] = field(default_factory=list)
+    legacy: bool = False  # the earlier server's form: audio, then {"event": "done"}, nothing else
 
     def done_event(self) -> dict:
+        if self.legacy:
+            return LEGACY_DONE
         used = usage(sum(s.speech.text_tokens for s in self.segments), sum(s.speech.frames for s in self.segments))
         return {"type": "done", "utterance": self.number, "segments": len(self.segments), "usage": used}
 
@@ -85,8 +89,10 @@ class Segment:
     speech: SpeechOutput  # its engine job is already submitted
 
 
-def error_event(exc: TTSError) -> dict:
-    """The OpenAI error envelope as an event."""
+def error_event(exc: TTSError, legacy: bool = False) -> dict:
+    """The OpenAI error envelope as an event; in the earlier server's form `{"event": "error", "detail": ...}`."""
+    if legacy:
+        return {"event": "error", "detail": str(exc)}
     return {"type": "error", "error": error_body(exc)}
 
 
@@ -111,9 +117,14 @@ def parse_message(text: str | None) -> dict:
         message = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"invalid JSON: {exc}") from exc
-    if not isinstance(message, dict) or not isinstance(message.get("type"), str):
+    if not isinstance(message, dict) or not (isinstance(message.get("type"), str) or is_legacy(message)):
         raise InvalidInputError("a message is a JSON object with a string `type`", param="type")
     return message
+
+
+def is_legacy(message: dict) -> bool:
+    """The earlier server's message: no `type`, the text in `input`, the config beside it."""
+    return "type" not in message and "input" in message
 
 
 def message_text(message: dict) -> str:
@@ -149,8 +160,13 @@ class RealtimeSession:
 
     async def handle(self, text: str | None) -> None:
         """One client message. A bad one is answered with an error event; the session goes on."""
+        legacy = False
         try:
             message = parse_message(text)
+            legacy = is_legacy(message)
+            if legacy:
+                await self._speak_legacy(message)
+                return
             match message["type"]:
                 case "session.update":
                     await self._update(message)
@@ -166,7 +182,7 @@ class RealtimeSession:
                 case other:
                     raise InvalidInputError(f"unknown message type {other!r}", param="type")
         except TTSError as exc:
-            await self._event(error_event(exc))
+            await self._event(error_event(exc, legacy))
 
     # -- messages --------------------------------------------------------------------------------------
 
@@ -177,29 +193,55 @@ class RealtimeSession:
         if unknown:
             raise InvalidInputError(f"unknown session field {unknown[0]!r}", param=unknown[0])
         config = {**self.config, **fields}
-        request = self.parse(config, _PROBE_TEXT)
+        request, rate = await self._check(config, _PROBE_TEXT)
+        self.config = config
+        await self._event({"type": "session.updated", "session": session_view(request, rate)})
+
+    async def _check(self, config: dict[str, Any], text: str) -> tuple[SynthesisRequest, int]:
+        """A config checked as the HTTP API would check it, with a raw format; the request and its output rate."""
+        request = self.parse(config, text)
         if request.response_format not in RAW_FORMATS:
             raise InvalidInputError(
                 f"response_format must be one of {', '.join(RAW_FORMATS)} on the WebSocket", param="response_format"
             )
-        rate = await asyncio.to_thread(self.speech.check, request)
-        self.config = config
-        await self._event({"type": "session.updated", "session": session_view(request, rate)})
+        return request, await self.speech.check(request)
 
     async def _append(self, text: str) -> None:
         if self.utterance is None:
             self.utterance = Utterance(self.started, dict(self.config))
             self.started += 1
         for clause in self.splitter.feed(text):
-            await self._submit(self.utterance, clause)
+            if speakable(clause):  # an emoji or a mark alone between clauses has nothing to say
+                await self._submit(self.utterance, clause)
 
     async def _commit(self) -> None:
         utterance, self.utterance = self.utterance, None
         rest = self.splitter.flush()
-        if utterance is not None and rest:
+        if utterance is not None and speakable(rest):  # a trailing emoji alone has nothing to say
             await self._submit(utterance, rest)
         if utterance is None or not utterance.clauses:
             raise InvalidInputError("nothing to commit: the text is empty", param="text")
+        self.queue.put_nowait(utterance)
+
+    async def _speak_legacy(self, message: dict) -> None:
+        """The earlier server's message: its text spoken as one utterance with the config beside it (over the
+        defaults, not the session's), answered with binary audio and `{"event": "done"}`."""
+        fields = {name: value for name, value in message.items() if name != "input"}
+        text = message["input"]
+        if not isinstance(text, str):
+            raise InvalidInputError("`input` must be a string", param="input")
+        if self.utterance is not None:  # its audio would interleave with this one's
+            raise InvalidInputError("an utterance is open: commit or cancel it before a message with `input`")
+        config = {**DEFAULT_CONFIG, **fields}
+        await self._check(config, text)  # one error, before anything is spoken
+        utterance = Utterance(self.started, config, legacy=True)
+        self.started += 1
+        splitter = IncrementalSegmenter()
+        for clause in [*splitter.feed(text), splitter.flush()]:
+            if speakable(clause):
+                await self._submit(utterance, clause)
+        if not utterance.clauses:
+            raise InvalidInputError("nothing to speak: the input is empty", param="input")
         self.queue.put_nowait(utterance)
 
     async def _cancel(self) -> None:
@@ -214,7 +256,7 @@ class RealtimeSession:
         try:
             speech = await self.speech.speak(self.parse(utterance.config, text))
         except TTSError as exc:
-            await self._event(error_event(exc))
+            await self._event(error_event(exc, utterance.legacy))
             return
         segment = Segment(utterance, len(utterance.segments), text, speech)
         utterance.segments.append(segment)
@@ -246,18 +288,21 @@ class RealtimeSession:
 
     async def _play(self, segment: Segment) -> None:
         ids = {"utterance": segment.utterance.number, "segment": segment.number}
+        legacy = segment.utterance.legacy  # audio only: no segment events
         try:
             spoken = segment.speech.segments
             language = ",".join(dict.fromkeys(part.language for part in spoken))
             text = {"text": segment.text, "spoken_text": " ".join(part.text for part in spoken), "language": language}
-            await self._event({"type": "segment.start", **ids, **text})
+            if not legacy:
+                await self._event({"type": "segment.start", **ids, **text})
             async with aclosing(segment.speech.audio()) as audio:
                 async for data in audio:
                     async with self.send_lock:
                         await self.channel.send_bytes(data)
-            await self._event({"type": "segment.end", **ids, "frames": segment.speech.frames})
+            if not legacy:
+                await self._event({"type": "segment.end", **ids, "frames": segment.speech.frames})
         except TTSError as exc:  # in place of segment.end
-            await self._event(error_event(exc))
+            await self._event(error_event(exc, legacy))
         finally:
             await segment.speech.aclose()  # cancelled before its audio began
 

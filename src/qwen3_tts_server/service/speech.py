@@ -27,6 +27,9 @@ from .voice_library import VoiceLibrary
 from .voices import VoiceService, resolve_voice
 
 log = logging.getLogger(__name__)
+# Raised when what an entry holds changes, so that shared (Redis) entries of the old kind are never replayed.
+# 2: whole files with their exact WAV sizes and FLAC length.
+CACHE_ENTRY_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -58,6 +61,7 @@ class SpeechService:
         normalize_text: bool = True,
         audio_cache: AudioCache | None = None,
         request_timeout: float = 0.0,
+        cache_sampled: bool = True,
     ):
         self.engine = engine
         self.models = models
@@ -65,6 +69,8 @@ class SpeechService:
         self.normalize_text = normalize_text  # the default for requests that do not say
         self.audio_cache = audio_cache
         self.request_timeout = request_timeout  # seconds for a whole request; 0: no limit
+        # Sampled requests without a seed cached too (the earlier server's behaviour): a repeat replays the first.
+        self.cache_sampled = cache_sampled
 
     @property
     def library(self) -> VoiceLibrary:
@@ -75,7 +81,8 @@ class SpeechService:
         cloned voice; otherwise `request.voice` names the voice. Preparing runs in a worker thread: a
         4096-character input must not hold up other streams."""
         started = time.perf_counter()
-        prepared = await asyncio.to_thread(self._prepare, request, clone)
+        model = await self.models.get_async()
+        prepared = await asyncio.to_thread(self._prepare, model, request, clone)
         text, checked = prepared.text, prepared.checked
         model = checked.model
         output = dict(
@@ -123,10 +130,11 @@ class SpeechService:
         clone = await self.voices.clone_prompt(audio, ref_text, mode, field="ref_audio")
         return await self.speak(request, clone)
 
-    def check(self, request: SynthesisRequest) -> int:
+    async def check(self, request: SynthesisRequest) -> int:
         """Check everything about a request but its text, as `speak` would; returns the output sample rate."""
-        checked = self._check(request, None)
-        checked.model.prompts.check_language(request.language)
+        model = await self.models.get_async()
+        checked = await asyncio.to_thread(self._check, model, request, None)
+        model.prompts.check_language(request.language)
         return checked.sample_rate
 
     async def _store(self, key: str, stream: SpeechStream, audio: bytes) -> None:
@@ -134,29 +142,30 @@ class SpeechService:
         entry = CachedAudio(audio, stream.media_type, stream.frames, stream.text_tokens, headers)
         await self.audio_cache.put(key, entry)
 
-    def _check(self, request: SynthesisRequest, clone: VoicePrompt | None) -> _Checked:
-        model = self.models.get()
+    def _check(self, model: Qwen3TTSModel, request: SynthesisRequest, clone: VoicePrompt | None) -> _Checked:
         voice = resolve_voice(model, self.library, request.voice, request.instructions, clone)
         fmt, rate = audio_format(request.response_format, request.sample_rate, model.sample_rate)
         return _Checked(model, voice, request.sampling.params(model), fmt, rate)
 
-    def _prepare(self, request: SynthesisRequest, clone: VoicePrompt | None) -> _Prepared:
-        checked = self._check(request, clone)
-        model = checked.model
+    def _prepare(self, model: Qwen3TTSModel, request: SynthesisRequest, clone: VoicePrompt | None) -> _Prepared:
+        checked = self._check(model, request, clone)
         normalize_text = self.normalize_text if request.normalize is None else request.normalize
         text = prepare_text(model, checked.voice, request.text, request.language, normalize_text, checked.params)
         log.debug("spoken as %s", [(segment.language, segment.text) for segment in text.segments])
         key = self._cache_key(model, request, checked.voice, text) if self.audio_cache else None
         return _Prepared(checked, text, key)
 
-    @staticmethod
-    def _cache_key(model: Qwen3TTSModel, request: SynthesisRequest, voice: VoiceSpec, text: PreparedText) -> str | None:
-        """Everything that changes the response's bytes; None when sampling without a seed (no two alike)."""
+    def _cache_key(
+        self, model: Qwen3TTSModel, request: SynthesisRequest, voice: VoiceSpec, text: PreparedText
+    ) -> str | None:
+        """Everything that changes the response's bytes; None for sampling without a seed (no two alike) unless
+        `cache_sampled`."""
         params = text.params[0]
-        if params.seed is None and (params.do_sample or params.subtalker_do_sample):
+        if not self.cache_sampled and params.seed is None and (params.do_sample or params.subtalker_do_sample):
             return None
         return cache_key(
             {
+                "entry_version": CACHE_ENTRY_VERSION,
                 "checkpoint": model.fingerprint,
                 "segments": [[segment.language, segment.text] for segment in text.segments],
                 "speaker": voice.speaker,

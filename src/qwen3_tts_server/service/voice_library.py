@@ -90,6 +90,13 @@ class PromptCache:
                 self._prompts.popitem(last=False)
                 self.evictions += 1
 
+    def clear(self) -> int:
+        """Forget every prompt (library voices reload theirs from disk); returns how many there were."""
+        with self._lock:
+            held = len(self._prompts)
+            self._prompts.clear()
+        return held
+
     def __len__(self) -> int:
         return len(self._prompts)
 

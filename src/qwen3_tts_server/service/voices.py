@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 
 from ..engine.model_manager import ModelManager
-from ..errors import InvalidInputError, NotFoundError
+from ..errors import InvalidInputError
 from ..model.prompt import VoiceSpec
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
@@ -31,9 +31,10 @@ OPENAI_VOICES = {
 }
 
 
-def preset_voices(model: Qwen3TTSModel) -> dict[str, str]:
-    """Every voice name this model answers to (presets and OpenAI aliases) -> its preset speaker."""
-    voices = {name: name for name in model.speakers}
+def preset_voices(speakers: list[str]) -> dict[str, str]:
+    """Every voice name a model with these preset speakers answers to (presets and OpenAI aliases) -> its
+    preset speaker."""
+    voices = {name: name for name in speakers}
     voices.update({alias: target for alias, target in OPENAI_VOICES.items() if target in voices})
     return voices
 
@@ -60,10 +61,10 @@ def resolve_voice(
             param="voice",
         )
     if model.model_type == "custom_voice":
-        voices = preset_voices(model)
+        voices = preset_voices(model.speakers)
         speaker = voices.get(name.lower())
-        if speaker is None:
-            raise NotFoundError(f"unknown voice {name!r}; available: {', '.join(sorted(voices))}", param="voice")
+        if speaker is None:  # 400, as OpenAI and the earlier server answer an unknown voice
+            raise InvalidInputError(f"unknown voice {name!r}; available: {', '.join(sorted(voices))}", param="voice")
         return check(speaker=speaker, instruct=instructions)
     if model.model_type == "voice_design":
         description = " ".join(filter(None, [stored.prompt if stored else None, instructions]))
@@ -75,7 +76,7 @@ def resolve_voice(
             )
         return check(instruct=description)
     cloned = [voice.id for voice in library.list() if voice.type == "audio_sample"]
-    raise NotFoundError(
+    raise InvalidInputError(
         f"unknown voice {name!r}: a Base model speaks cloned voices; upload one with "
         f"POST /v1/audio/voices or use POST /v1/audio/speech/clone"
         + (f"; library voices: {', '.join(cloned)}" if cloned else ""),
@@ -92,11 +93,12 @@ class VoiceService:
         self.cloner = cloner
 
     async def list_voices(self) -> list[dict]:
-        model = await asyncio.to_thread(self.models.get)
-        voices = [{"id": name, "name": name, "type": "preset"} for name in model.speakers]
+        """Presets, aliases and library voices, from the checkpoint's config: the model is not loaded for it."""
+        speakers = (await asyncio.to_thread(self.models.config)).speakers
+        voices = [{"id": name, "name": name, "type": "preset"} for name in speakers]
         voices += [
             {"id": alias, "name": alias, "type": "alias", "alias_of": target}
-            for alias, target in sorted(preset_voices(model).items())
+            for alias, target in sorted(preset_voices(speakers).items())
             if alias in OPENAI_VOICES
         ]
         return voices + [voice.public() for voice in self.library.list()]
@@ -113,7 +115,7 @@ class VoiceService:
         return await asyncio.to_thread(self.library.add, name, prompt, consent=consent)
 
     async def clone_prompt(self, audio: bytes, ref_text: str | None, mode: str | None, field: str) -> VoicePrompt:
-        model = await asyncio.to_thread(self.models.get)
+        model = await self.models.get_async()
         return await self.cloner.prompt(model, audio, ref_text, mode, field=field)
 
     def get(self, voice_id: str) -> StoredVoice:
