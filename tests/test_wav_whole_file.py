@@ -6,8 +6,11 @@ ffprobe reports them) and compared with the samples in the data chunk and the fr
 from __future__ import annotations
 
 import io
+import json
+import re
 import struct
 import wave
+from pathlib import Path
 
 import av
 import numpy as np
@@ -210,3 +213,21 @@ def test_streamed_wav_says_unknown_sizes_and_still_reads_back(responses):
     # the cache stored it whole: the same samples, now with their sizes
     whole = responses["whole_hit_of_streamed"][1]
     assert whole == wav_with_sizes(wav) and whole[offset:] == wav[offset:]
+
+
+def test_the_readmes_curl_example_writes_a_wav_that_wave_reads(models, tmp_path):
+    """README.md's first curl example, sent as it stands, gives a WAV whose header Python's `wave` gets right."""
+    readme = (Path(__file__).parents[1] / "README.md").read_text(encoding="utf-8")
+    command = re.search(r"curl -s localhost:8000(\S+) .*?-d '(\{.*?\})' -o (\S+)", readme, re.DOTALL)
+    assert command is not None and command.group(3).endswith(".wav"), "the README's first curl example moved"
+    path, body = command.group(1), json.loads(command.group(2))
+    app = make_app(models["custom_voice"], data_dir=tmp_path, max_request_frames=FRAMES)
+
+    async def scenario(_, http):
+        return await http.post(path, json=body)
+
+    response = run_in_app(app, scenario)
+    assert response.status_code == 200
+    with wave.open(io.BytesIO(response.content)) as reader:
+        assert reader.getframerate() == RATE and reader.getnframes() == FRAMES * SAMPLES_PER_FRAME
+        assert len(reader.readframes(reader.getnframes())) == 2 * FRAMES * SAMPLES_PER_FRAME
