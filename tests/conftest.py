@@ -8,7 +8,10 @@ import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+from pydantic import AliasChoices  # noqa: E402
+
 from parity_cases import CHECKPOINTS  # noqa: E402
+from qwen3_tts_server.config import Settings  # noqa: E402
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
 from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 from redis_server import redis_server  # noqa: E402, F401 (a fixture for every test module)
@@ -23,3 +26,15 @@ def checkpoint_dirs(tmp_path_factory) -> dict:
 @pytest.fixture(scope="session")
 def models(checkpoint_dirs) -> dict[str, Qwen3TTSModel]:
     return {name: Qwen3TTSModel.load(path) for name, path in checkpoint_dirs.items()}
+
+
+@pytest.fixture
+def clean_env(monkeypatch, tmp_path):
+    """No setting from the caller's environment (under its name or an alias such as MAX_NEW_TOKENS), and a
+    working directory without a .env."""
+    for name, field in Settings.model_fields.items():
+        aliases = field.validation_alias.choices if isinstance(field.validation_alias, AliasChoices) else []
+        for variable in {name, *map(str, aliases)}:
+            monkeypatch.delenv(variable.upper(), raising=False)
+    monkeypatch.chdir(tmp_path)
+    return monkeypatch

@@ -38,15 +38,6 @@ SEED_NAMES = [
 ]
 
 
-@pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    """No setting from the caller's environment, and a working directory without a .env."""
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
-    monkeypatch.chdir(tmp_path)
-    return monkeypatch
-
-
 def run_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedProcess:
     base = {k: v for k, v in os.environ.items() if k.lower() not in Settings.model_fields}
     return subprocess.run(

@@ -49,15 +49,6 @@ def tls(tmp_path_factory) -> TLSFiles:
     return files
 
 
-@pytest.fixture
-def clean_env(monkeypatch, tmp_path):
-    """No setting from the caller's environment, and a working directory without a .env."""
-    for name in Settings.model_fields:
-        monkeypatch.delenv(name.upper(), raising=False)
-    monkeypatch.chdir(tmp_path)
-    return monkeypatch
-
-
 def log_records(live: LiveProcess) -> list[dict]:
     return [json.loads(line) for line in live.log_tail(200_000).splitlines() if line.startswith("{")]
 

@@ -42,18 +42,14 @@ def parse_dtype(name: str) -> torch.dtype:
         raise ConfigurationError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
 
 
-def read_config(name_or_path: str | os.PathLike) -> TTSConfig:
-    """A checkpoint's config.json, parsed, without its weights."""
-    return TTSConfig.parse(read_json(resolve_checkpoint(name_or_path) / "config.json"))
-
-
 def prepare_loading(name_or_path: str | os.PathLike) -> TTSConfig:
     """Everything a load of this checkpoint needs that holds the GIL for long stretches, done ahead, so that a
     server can load its model later without stalling its event loop: the text tokenizer (kept), and the torch
     modules that initialising weights on the meta device imports the first time (about a second). Returns the
     checkpoint's config."""
-    config = read_config(name_or_path)
-    TextTokenizer.cached(resolve_checkpoint(name_or_path))
+    directory = resolve_checkpoint(name_or_path)
+    config = TTSConfig.parse(read_json(directory / "config.json"))
+    TextTokenizer.cached(directory)
     with torch.device("meta"):
         nn.Embedding(1, 1)
     return config
