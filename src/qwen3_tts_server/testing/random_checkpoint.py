@@ -2,7 +2,8 @@
 
 Both this project's loader and the official `qwen-tts` package load them. `tiny` builds in seconds for
 the tests; `small` is a 4-layer, 256-wide talker for CPU benchmarks; `0.6b` and `1.7b` have the real
-dimensions. All use the real Qwen text vocabulary. The same seed gives the same bytes.
+dimensions. All use the real Qwen text vocabulary. The same seed gives the same bytes. The JSON files hold
+every key of the published ones, so tools written for those (GGUF, ONNX converters) read these too.
 """
 
 from __future__ import annotations
@@ -27,6 +28,66 @@ from .speaker_encoder_weights import random_speaker_encoder_weights
 SIZES = ("tiny", "small", "0.6b", "1.7b")
 TYPES = ("custom_voice", "base", "voice_design")
 FIRST_ADDED_ID = 151643
+ASSISTANT_TOKEN_ID = 77091  # "assistant" in the Qwen vocabulary, as the published config.json has it
+TRANSFORMERS_VERSION = "4.57.3"  # the version qwen-tts 0.1.1 pins; save_pretrained records it
+
+# The keys transformers 4.57.3 serialises for a nested PretrainedConfig, with their defaults. The published
+# code_predictor_config carries them all; loading them changes nothing (each is the value already in effect).
+PRETRAINED_CONFIG_DEFAULTS: dict[str, Any] = {
+    "_name_or_path": "",
+    "add_cross_attention": False,
+    "architectures": None,
+    "bad_words_ids": None,
+    "begin_suppress_tokens": None,
+    "bos_token_id": None,
+    "chunk_size_feed_forward": 0,
+    "cross_attention_hidden_size": None,
+    "decoder_start_token_id": None,
+    "diversity_penalty": 0.0,
+    "do_sample": False,
+    "dtype": None,
+    "early_stopping": False,
+    "encoder_no_repeat_ngram_size": 0,
+    "eos_token_id": None,
+    "exponential_decay_length_penalty": None,
+    "finetuning_task": None,
+    "forced_bos_token_id": None,
+    "forced_eos_token_id": None,
+    "id2label": {"0": "LABEL_0", "1": "LABEL_1"},
+    "is_decoder": False,
+    "is_encoder_decoder": False,
+    "label2id": {"LABEL_0": 0, "LABEL_1": 1},
+    "length_penalty": 1.0,
+    "max_length": 20,
+    "min_length": 0,
+    "no_repeat_ngram_size": 0,
+    "num_beam_groups": 1,
+    "num_beams": 1,
+    "num_return_sequences": 1,
+    "output_attentions": False,
+    "output_hidden_states": False,
+    "output_scores": False,
+    "pad_token_id": None,
+    "prefix": None,
+    "problem_type": None,
+    "pruned_heads": {},
+    "remove_invalid_values": False,
+    "repetition_penalty": 1.0,
+    "return_dict": True,
+    "return_dict_in_generate": False,
+    "sep_token_id": None,
+    "suppress_tokens": None,
+    "task_specific_params": None,
+    "temperature": 1.0,
+    "tf_legacy_loss": False,
+    "tie_encoder_decoder": False,
+    "tokenizer_class": None,
+    "top_k": 50,
+    "top_p": 1.0,
+    "torchscript": False,
+    "typical_p": 1.0,
+    "use_bfloat16": False,
+}
 
 # Codec control ids of the real checkpoints (pad, bos, eos, think, nothink as published; think_bos,
 # think_eos and the language and speaker ids are placed in the same control range, unverified).
@@ -136,7 +197,11 @@ def _talker_config(d: Dimensions, model_type: str) -> dict[str, Any]:
         "rope_scaling": {"mrope_section": list(d.mrope), "interleaved": True, "rope_type": "default"},
         "attention_bias": False,
         "use_sliding_window": False,
+        "sliding_window": None,
         "attention_dropout": 0.0,
+        "initializer_range": 0.02,
+        "use_cache": True,
+        "position_id_per_seconds": 13,  # published; neither the official package nor ours reads it
         "num_code_groups": 16,
         "text_hidden_size": d.text_hidden,
         "text_vocab_size": TEXT_VOCAB_SIZE,
@@ -145,6 +210,7 @@ def _talker_config(d: Dimensions, model_type: str) -> dict[str, Any]:
         "spk_id": {name: sid for name, (sid, _) in speakers.items()},
         "spk_is_dialect": {name: dialect for name, (_, dialect) in speakers.items()},
         "code_predictor_config": {
+            **PRETRAINED_CONFIG_DEFAULTS,
             "model_type": "qwen3_tts_talker_code_predictor",
             "vocab_size": 2048,
             "hidden_size": d.cp_hidden,
@@ -157,8 +223,16 @@ def _talker_config(d: Dimensions, model_type: str) -> dict[str, Any]:
             "max_position_embeddings": 65536,
             "rms_norm_eps": 1e-6,
             "rope_theta": 1000000.0,
+            "rope_scaling": None,
             "attention_bias": False,
             "use_sliding_window": False,
+            "sliding_window": None,
+            "max_window_layers": 28,
+            "layer_types": ["full_attention"] * d.cp_layers,
+            "attention_dropout": 0.0,
+            "initializer_range": 0.02,
+            "use_cache": True,
+            "tie_word_embeddings": False,
             "num_code_groups": 16,
         },
     }
@@ -188,6 +262,7 @@ def _config(d: Dimensions, model_type: str) -> dict[str, Any]:
         **extra,
         "architectures": ["Qwen3TTSForConditionalGeneration"],
         "model_type": "qwen3_tts",
+        "transformers_version": TRANSFORMERS_VERSION,
         "tts_model_type": model_type,
         "tts_model_size": d.size_tag,
         "tokenizer_type": "qwen3_tts_tokenizer_12hz",
@@ -196,6 +271,7 @@ def _config(d: Dimensions, model_type: str) -> dict[str, Any]:
         "tts_pad_token_id": added_token_id("<tts_pad>", FIRST_ADDED_ID),
         "tts_bos_token_id": added_token_id("<tts_text_bos>", FIRST_ADDED_ID),
         "tts_eos_token_id": added_token_id("<tts_text_eod>", FIRST_ADDED_ID),
+        "assistant_token_id": ASSISTANT_TOKEN_ID,
         "talker_config": _talker_config(d, model_type),
     }
 
@@ -203,8 +279,13 @@ def _config(d: Dimensions, model_type: str) -> dict[str, Any]:
 def _speech_tokenizer_config(d: Dimensions) -> dict[str, Any]:
     decoder = {
         **d.codec,
+        "model_type": "",
         "codebook_size": 2048,
         "num_quantizers": 16,
+        # Published; neither loader reads them (the first codebook has 2048 entries all the same).
+        "num_semantic_quantizers": 1,
+        "semantic_codebook_size": 4096,
+        "vector_quantization_hidden_dimension": d.codec["codebook_dim"],
         "sliding_window": 72,
         "rms_norm_eps": 1e-5,
         "rope_theta": 10000.0,
@@ -220,6 +301,7 @@ def _speech_tokenizer_config(d: Dimensions) -> dict[str, Any]:
     return {
         "architectures": ["Qwen3TTSTokenizerV2Model"],
         "model_type": "qwen3_tts_tokenizer_12hz",
+        "transformers_version": TRANSFORMERS_VERSION,
         "encoder_valid_num_quantizers": 16,
         "input_sample_rate": 24000,
         "output_sample_rate": 24000,
@@ -236,9 +318,17 @@ REAL_MIMI = {
     "model_type": "mimi",
     **{key: value for key, value in MIMI_DEFAULTS.items() if value is not None},
     "frame_rate": 12.5,
+    "_frame_rate": 12.5,  # where MimiConfig keeps frame_rate; the published file has this key
     "upsampling_ratios": [8, 6, 5, 4],
     "head_dim": 64,
     "upsample_groups": 512,  # decoder-side; the official class builds (then drops) that part
+    # MimiConfig's defaults for what the encoder never reads (or reads at the value it would take anyway)
+    "attention_dropout": 0.0,
+    "initializer_range": 0.02,
+    "layer_scale_initial_scale": 0.01,
+    "max_position_embeddings": 8000,
+    "trim_right_ratio": 1.0,
+    "use_cache": False,
 }
 TINY_MIMI = {
     **REAL_MIMI,
@@ -310,17 +400,28 @@ def _write_json(path: Path, data: dict[str, Any]) -> None:
     path.write_text(json.dumps(data, indent=2, sort_keys=True, ensure_ascii=False) + "\n", encoding="utf-8")
 
 
-def make_test_model(directory: str | Path, size: str = "tiny", model_type: str = "custom_voice", seed: int = 0) -> Path:
+def config_files(size: str, model_type: str) -> dict[str, dict[str, Any]]:
+    """Every JSON file of a checkpoint, by its path inside the checkpoint directory."""
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; choose one of {', '.join(SIZES)}")
     if model_type not in TYPES:
         raise ValueError(f"unknown type {model_type!r}; choose one of {', '.join(TYPES)}")
+    dims = DIMENSIONS[size]
+    return {
+        "config.json": _config(dims, model_type),
+        "generation_config.json": GENERATION_CONFIG,
+        "speech_tokenizer/config.json": _speech_tokenizer_config(dims),
+        "speech_tokenizer/preprocessor_config.json": PREPROCESSOR_CONFIG,
+        "tokenizer_config.json": tokenizer_config(FIRST_ADDED_ID),
+    }
+
+
+def make_test_model(directory: str | Path, size: str = "tiny", model_type: str = "custom_voice", seed: int = 0) -> Path:
+    files = config_files(size, model_type)
     directory = Path(directory)
     (directory / "speech_tokenizer").mkdir(parents=True, exist_ok=True)
-    dims = DIMENSIONS[size]
-    config = _config(dims, model_type)
-    codec = _speech_tokenizer_config(dims)
-    tts_config = TTSConfig.parse(config)
+    codec = files["speech_tokenizer/config.json"]
+    tts_config = TTSConfig.parse(files["config.json"])
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
         talker_weights = _random_talker(tts_config)
@@ -334,11 +435,8 @@ def make_test_model(directory: str | Path, size: str = "tiny", model_type: str =
         talker_weights = {k: v.to(torch.bfloat16) for k, v in talker_weights.items()}
     save_file(talker_weights, str(directory / "model.safetensors"))
     save_file(codec_weights, str(directory / "speech_tokenizer" / "model.safetensors"))
-    _write_json(directory / "config.json", config)
-    _write_json(directory / "generation_config.json", GENERATION_CONFIG)
-    _write_json(directory / "speech_tokenizer" / "config.json", codec)
-    _write_json(directory / "speech_tokenizer" / "preprocessor_config.json", PREPROCESSOR_CONFIG)
-    _write_json(directory / "tokenizer_config.json", tokenizer_config(FIRST_ADDED_ID))
+    for name, data in files.items():
+        _write_json(directory / name, data)
     vocab, merges = vocabulary_files()
     shutil.copyfile(vocab, directory / "vocab.json")
     shutil.copyfile(merges, directory / "merges.txt")
