@@ -129,3 +129,25 @@ def test_a_cpu_load_leaves_cudnn_benchmark_alone(cuda_flags, tmp_path):
     with pytest.raises(CheckpointError):
         loading.load_checkpoint(tmp_path, device="cpu")
     assert not torch.backends.cudnn.benchmark
+
+
+@several_cores
+def test_the_event_loops_helper_threads_run_torch_on_one_thread(models):
+    """Cloning and text preparation run in the event loop's executor: one torch thread each there, so no second
+    OpenMP pool competes with the engine's (engine/placement.py), whose thread keeps one per core."""
+    import asyncio
+
+    from in_process import make_app, run_in_app
+
+    engine_threads = []
+
+    async def scenario(_client, http):
+        engine = app.state.services.engine
+        engine.add_step_listener(lambda *_: engine_threads.append(torch.get_num_threads()))
+        body = {"model": "tts-1", "voice": "Vivian", "input": "Hi.", "stream": False}
+        assert (await http.post("/v1/audio/speech", json=body)).status_code == 200
+        return await asyncio.to_thread(torch.get_num_threads)
+
+    app = make_app(models["custom_voice"])
+    assert run_in_app(app, scenario) == 1
+    assert engine_threads and set(engine_threads) == {len(ALLOWED)}

@@ -11,6 +11,7 @@ from fastapi import FastAPI, Request
 from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
+from ..engine.placement import helper_thread_pool
 from ..http_contract import OPEN_PATHS, UNAUTHORIZED_CODE, UNAUTHORIZED_MESSAGE, key_accepted
 from ..service.audio_cache import build_audio_cache
 from ..service.cloning import VoiceCloner
@@ -58,6 +59,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        asyncio.get_running_loop().set_default_executor(helper_thread_pool())
         await asyncio.to_thread(warm_up_text_front_end)
         await asyncio.to_thread(models.prepare)
         await asyncio.to_thread(engine.start, settings.preload_model)
