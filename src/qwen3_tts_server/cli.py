@@ -49,6 +49,7 @@ def _add_synth(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--max-frames", type=int, help="frame budget (80 ms each); default grows with the text")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    _add_speed_flags(p)
     p.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="output WAV (default out.wav)")
     p.add_argument("--codes-out", type=Path, help="also save the codec codes, int array (frames, 16), as .npy")
     p.set_defaults(func=_synth)
@@ -72,7 +73,9 @@ def _synth(args: argparse.Namespace) -> int:
     else:
         text = args.text
     started = time.perf_counter()
-    model = Qwen3TTSModel.load(args.model, device=args.device, dtype=args.dtype)
+    model = Qwen3TTSModel.load(
+        args.model, device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
+    )
     loaded = time.perf_counter()
     overrides = SamplingOverrides(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
     params = overrides.params(model)
@@ -200,6 +203,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--frames", type=int, default=64, help="frames per stream (80 ms each)")
     p.add_argument("--device", default="cpu")
     p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    _add_speed_flags(p)
     p.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON results (default bench.json)")
     p.add_argument("--plot", type=Path, help="PNG plot (default: beside --out)")
     p.add_argument(
@@ -222,6 +226,7 @@ def _bench(args: argparse.Namespace) -> int:
 
     from .bench.peers import PEERS, measure_peer
     from .bench.streams import run_bench, write_results
+    from .engine.model_manager import ModelManager, warm_up_model
     from .model.tts_model import Qwen3TTSModel
     from .testing.random_checkpoint import make_test_model
 
@@ -237,9 +242,24 @@ def _bench(args: argparse.Namespace) -> int:
         raise InvalidInputError("--peer times CustomVoice requests: use a CustomVoice checkpoint (--type custom_voice)")
     with tempfile.TemporaryDirectory() as tmp:
         source = args.model or make_test_model(Path(tmp) / "model", args.size, args.model_type, seed=0)
-        model = Qwen3TTSModel.load(source, device=args.device, dtype=args.dtype)
+        # Loaded and warmed up (which compiles the step with --compile) on a thread that ends when done, as `serve`
+        # does: a thread that did parallel torch work and lives on slows the engine's (engine/placement.py).
+        started = time.perf_counter()
+        timings: dict[str, float] = {}
+
+        def load() -> Qwen3TTSModel:
+            loaded = Qwen3TTSModel.load(
+                source, device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
+            )
+            timings["loaded"] = time.perf_counter()
+            return loaded
+
+        model = ModelManager(load, warmup=warm_up_model).get()
+        ready = time.perf_counter()
+        loaded = timings["loaded"]
         name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
         print(f"benchmarking {name}: {args.frames} frames per stream at {args.concurrency}", file=sys.stderr)
+        rss_ready = _resident_mib()
         results = run_bench(model, args.concurrency, args.frames)
         for row in results:
             print(json.dumps(row.__dict__), flush=True)
@@ -264,7 +284,18 @@ def _bench(args: argparse.Namespace) -> int:
                 continue
             print(json.dumps(measured.__dict__), flush=True)
             peer_results.append(measured)
-    meta = {"model": name, "device": args.device, "dtype": args.dtype, "threads": torch.get_num_threads()}
+    meta = {
+        "model": name,
+        "device": args.device,
+        "dtype": args.dtype,
+        "quantize": model.quantization or "none",
+        "compiled": model.compiler is not None and model.compiler.enabled,
+        "threads": torch.get_num_threads(),
+        "load_seconds": round(loaded - started, 2),
+        "ready_seconds": round(ready - started, 2),  # with the warm-up, which compiles the step
+        "rss_mib_ready": rss_ready,
+        "rss_mib_after": _resident_mib(),
+    }
     if args.device.startswith("cuda"):
         meta["gpu"] = torch.cuda.get_device_name(args.device)
         meta["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(args.device) / 2**30, 2)
@@ -278,6 +309,28 @@ def _bench(args: argparse.Namespace) -> int:
     write_results(results, meta, args.out, plot, peer_results)
     print(f"wrote {args.out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
     return 1 if failed else 0
+
+
+def _add_speed_flags(p: argparse.ArgumentParser) -> None:
+    p.add_argument(
+        "--quantize",
+        default="none",
+        choices=["none", "int8", "int4", "fp8"],
+        help="weight-only quantisation of the decoder layers (fp8: CUDA only); as QUANTIZE for serve",
+    )
+    p.add_argument(
+        "--compile",
+        action=argparse.BooleanOptionalAction,
+        default=False,
+        help="compile the frame step (torch.compile) before generating; as TORCH_COMPILE for serve",
+    )
+
+
+def _resident_mib() -> float | None:
+    from .resources import resident_memory_bytes
+
+    rss = resident_memory_bytes()
+    return None if rss is None else round(rss / 2**20, 1)
 
 
 def _add_serve(sub: argparse._SubParsersAction) -> None:

@@ -23,8 +23,6 @@ MAX_REQUEST_FRAMES = 15000
 FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
 # Variables the earlier server read that this one does not (yet): named in a warning at start when set.
 UNSUPPORTED_VARIABLES = {
-    "TORCH_COMPILE": "not supported yet: the frame step runs eagerly on a CPU and as CUDA graphs on a GPU",
-    "QUANTIZE": "not supported yet: DTYPE=bfloat16 or float16 halves the weights' memory",
     "VAD_TRIM": "removed (the earlier server dropped it too): synthesized audio is not trimmed",
     "WARMUP_TEXTS": "not needed: the model is warmed up with a short synthesis when it loads",
 }
@@ -38,6 +36,14 @@ class Settings(BaseSettings):
     device: str = Field("auto", description="torch device: auto (cuda when present, else cpu), cpu, cuda, cuda:1")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU"
+    )
+    quantize: Literal["none", "int8", "int4", "fp8"] = Field(
+        "none", description="weight-only quantisation of the decoder layers: int8 or int4; fp8 on CUDA only"
+    )
+    torch_compile: bool | None = Field(
+        None,
+        description="compile the frame step's layers (torch.compile) at warm-up: on, off, or auto "
+        "(empty: on for a CPU, off on CUDA, where the step replays as CUDA graphs)",
     )
     preload_model: bool = Field(False, description="load the model at start instead of on the first request")
     idle_timeout: float = Field(
@@ -99,12 +105,18 @@ class Settings(BaseSettings):
         "inference_cpu_cores",
         "ssl_keyfile",
         "ssl_certfile",
+        "torch_compile",
         mode="before",
     )
     @classmethod
     def _empty_is_unset(cls, value: Any) -> Any:
         """VAR= (or --flag "") unsets an optional setting, also over a value in .env."""
         return None if value == "" else value
+
+    @field_validator("torch_compile", mode="before")
+    @classmethod
+    def _auto_compile(cls, value: Any) -> Any:
+        return None if isinstance(value, str) and value.strip().lower() == "auto" else value
 
     @field_validator("inference_cpu_cores")
     @classmethod
@@ -163,6 +175,10 @@ class Settings(BaseSettings):
         if self.dtype != "auto":
             return self.dtype
         return "float32" if device == "cpu" else "bfloat16"
+
+    def resolved_compile(self, device: str) -> bool:
+        """TORCH_COMPILE, or its default: on for a CPU (where it measures faster), off on CUDA (graphs)."""
+        return self.torch_compile if self.torch_compile is not None else device == "cpu"
 
 
 def unsupported_variable_warnings(environ: Mapping[str, str] = os.environ) -> list[str]:

@@ -7,6 +7,7 @@ the last log lines are flushed and the exit status is 0."""
 from __future__ import annotations
 
 import logging
+import os
 import signal
 
 from .config import Settings, unsupported_variable_warnings
@@ -22,8 +23,10 @@ def serve(settings: Settings) -> int:
     from .engine.model_manager import ModelManager
     from .logs import configure_logging
     from .model.checkpoint import resolve_checkpoint
-    from .model.loading import prepare_loading
+    from .model.loading import parse_device, prepare_loading
+    from .model.quantization import parse_quantization
     from .model.tts_model import Qwen3TTSModel
+    from .service.voice_library import default_data_dir
 
     log_config = configure_logging(settings.log_format, settings.log_level)
     _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
@@ -32,8 +35,14 @@ def serve(settings: Settings) -> int:
     resolve_checkpoint(settings.model_id)  # fail before binding a port if the checkpoint cannot be found
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)
+    parse_quantization(settings.quantize, parse_device(device))  # fp8 without CUDA fails here, before binding
+    compile_step = settings.resolved_compile(device)
+    if compile_step:  # inductor's compiled code kept beside the voice library, so that a restart reuses it
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((settings.data_dir or default_data_dir()) / "compiled"))
     models = ModelManager(
-        lambda: Qwen3TTSModel.load(settings.model_id, device=device, dtype=dtype),
+        lambda: Qwen3TTSModel.load(
+            settings.model_id, device=device, dtype=dtype, quantize=settings.quantize, compile=compile_step
+        ),
         idle_timeout=settings.idle_timeout,
         describe=lambda: prepare_loading(settings.model_id),
     )
@@ -44,7 +53,16 @@ def serve(settings: Settings) -> int:
         signal.signal(sig, lambda *_: None)
     where = settings.unix_socket_path or f"{settings.host}:{settings.port}"
     scheme = "https" if settings.ssl_certfile else "http"
-    log.info("serving %s on %s over %s (%s, %s)", settings.model_id, where, scheme, device, dtype)
+    log.info(
+        "serving %s on %s over %s (%s, %s, quantize %s, compiled step %s)",
+        settings.model_id,
+        where,
+        scheme,
+        device,
+        dtype,
+        settings.quantize,
+        "on" if compile_step else "off",
+    )
     uvicorn.run(app, log_config=log_config, **uvicorn_options(settings))
     logging.shutdown()
     return 0

@@ -7,6 +7,7 @@ import asyncio
 import enum
 import gc
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -20,6 +21,8 @@ from ..model.config import TTSConfig
 from ..model.prompt import SpeechInput
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
+from ..resources import release_free_memory
+from .placement import use_torch_threads
 
 log = logging.getLogger(__name__)
 
@@ -32,7 +35,8 @@ class ModelState(str, enum.Enum):
 
 
 def warm_up_model(model: Qwen3TTSModel) -> np.ndarray:
-    """A two-frame synthesis and decode through every part a request will use; returns the audio."""
+    """A two-frame synthesis and decode through every part a request will use; returns the audio. A compiled
+    frame step compiles here: for one row, then for two (the compile that covers every row count above one)."""
     if model.model_type == "custom_voice":
         request = SpeechInput("Warm up.", speaker=model.speakers[0])
     elif model.model_type == "voice_design":
@@ -45,7 +49,12 @@ def warm_up_model(model: Qwen3TTSModel) -> np.ndarray:
             speaker_embedding=torch.zeros(model.config.talker.stack.hidden_size),
         )
         request = SpeechInput("Warm up.", voice=voice)
+    started = time.perf_counter()
     result = model.generate([request], model.sampling(seed=0), max_frames=2)[0]
+    if model.compiler is not None:
+        model.generate([request, request], model.sampling(seed=0), max_frames=2)
+        if model.compiler.enabled:
+            log.info("compiled the frame step (with the warm-up) in %.1f s", time.perf_counter() - started)
     return model.decode(result.codes)
 
 
@@ -130,10 +139,13 @@ class ModelManager:
     def _run_load(self, loading: Future[Qwen3TTSModel]) -> None:
         self.state = ModelState.LOADING
         started = time.monotonic()
+        use_torch_threads(len(os.sched_getaffinity(0)))  # nothing generates while the model loads: every core
         try:
             model = self._loader()
             if self._warmup is not None:
                 self._warmup(model)
+            gc.collect()
+            release_free_memory()  # the load's float32 and bfloat16 copies of what was quantised or cast
         except BaseException as exc:
             with self._lock:
                 self.state = ModelState.UNLOADED
@@ -167,6 +179,7 @@ class ModelManager:
             self.state = ModelState.UNLOADING
             self._model = None
             gc.collect()
+            release_free_memory()
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             self.state = ModelState.UNLOADED

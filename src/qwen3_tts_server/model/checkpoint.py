@@ -5,9 +5,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import struct
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import torch
 from safetensors import SafetensorError, safe_open
 from torch import nn
@@ -69,18 +72,35 @@ def read_json(path: Path) -> dict[str, Any]:
 
 
 def load_weights(
-    module: nn.Module, path: Path, device: torch.device, dtype: torch.dtype, prefixes: tuple[str, ...]
+    module: nn.Module,
+    path: Path,
+    device: torch.device,
+    dtype: torch.dtype,
+    prefixes: tuple[str, ...],
+    stored: Collection[str] = (),
+    mapped: Collection[str] = (),
 ) -> None:
-    """Load the tensors under `prefixes` from a safetensors file into a meta-initialised `module`, each
-    read straight to `device` and cast to `dtype`."""
+    """Load the tensors under `prefixes` from a safetensors file into a meta-initialised `module`, each read
+    straight to `device` and cast to `dtype`, but for those named in `stored` (kept in the dtype the file stores
+    them in) and in `mapped` (on a CPU: kept in the file, memory-mapped, so that only the parts read are
+    resident: a table of which a request reads a few rows)."""
     expected = dict(module.state_dict(keep_vars=True))
     loaded: dict[str, torch.Tensor] = {}
     try:
         with safe_open(str(path), framework="pt", device=str(device)) as handle:
             for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                if key.startswith(prefixes) and key in expected:
-                    tensor = handle.get_tensor(key)
-                    loaded[key] = tensor.to(dtype) if tensor.is_floating_point() else tensor
+                if not (key.startswith(prefixes) and key in expected):
+                    continue
+                if key in mapped and device.type == "cpu":
+                    loaded[key] = map_tensor(path, key)
+                    continue
+                tensor = handle.get_tensor(key)
+                if key in stored or not tensor.is_floating_point():
+                    # Always a copy: on a CPU the file's tensors view one mapping of it, and a tensor still viewing
+                    # it would keep every page read during the load resident.
+                    loaded[key] = tensor.clone() if tensor.device.type == "cpu" else tensor
+                else:
+                    loaded[key] = tensor.to(dtype, copy=True)
     except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
         raise CheckpointError(f"cannot read weights from {path}: {exc}") from exc
     missing = sorted(set(expected) - set(loaded))
@@ -96,6 +116,29 @@ def load_weights(
     for sub in module.modules():
         if isinstance(sub, Rotary):
             sub.reset(device)
+
+
+# safetensors dtypes that can be memory-mapped: (numpy dtype of the same width, torch dtype to view it as)
+MAPPABLE_DTYPES = {
+    "BF16": (np.uint16, torch.bfloat16),
+    "F16": (np.float16, torch.float16),
+    "F32": (np.float32, torch.float32),
+}
+
+
+def map_tensor(path: Path, key: str) -> torch.Tensor:
+    """One tensor of a safetensors file, memory-mapped copy-on-write: its pages are read from the file when first
+    touched. The format: an 8-byte little-endian header length, a JSON header giving each tensor's dtype, shape
+    and byte range in the data that follows."""
+    with path.open("rb") as handle:
+        (header_length,) = struct.unpack("<Q", handle.read(8))
+        entry = json.loads(handle.read(header_length))[key]
+    if entry["dtype"] not in MAPPABLE_DTYPES:
+        raise CheckpointError(f"{path}: {key} is stored as {entry['dtype']}, which cannot be memory-mapped")
+    numpy_dtype, torch_dtype = MAPPABLE_DTYPES[entry["dtype"]]
+    begin, _ = entry["data_offsets"]
+    array = np.memmap(path, dtype=numpy_dtype, mode="c", offset=8 + header_length + begin, shape=tuple(entry["shape"]))
+    return torch.from_numpy(array).view(torch_dtype)
 
 
 FINGERPRINT_FILES = (

@@ -62,8 +62,7 @@ class FrameGenerator:
     ):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
-        weight = talker.codec_head.weight
-        self.device, self.dtype = weight.device, weight.dtype
+        self.device, self.dtype = talker.device, talker.dtype
         on_cuda = self.device.type == "cuda"
         self.static = on_cuda if static is None else static
         self.buckets = batch_buckets(rows)

@@ -26,6 +26,20 @@ class RMSNorm(nn.Module):
         return self.weight * F.rms_norm(x.float(), (x.shape[-1],), eps=self.eps).to(x.dtype)
 
 
+class Embedding(nn.Embedding):
+    """An embedding table whose lookups come out in `output_dtype` (the model's), whatever dtype the table is kept
+    in: a table kept as the checkpoint stores it (bfloat16) takes half the memory of a float32 one, and its rows
+    upcast on lookup are exactly the rows a float32 load would hold."""
+
+    def __init__(self, num_embeddings: int, embedding_dim: int):
+        super().__init__(num_embeddings, embedding_dim)
+        self.output_dtype: torch.dtype | None = None
+
+    def forward(self, ids: torch.Tensor) -> torch.Tensor:
+        rows = super().forward(ids)
+        return rows if self.output_dtype is None else rows.to(self.output_dtype)
+
+
 class Rotary(nn.Module):
     """1-D rotary position tables, computed in float32 and cached for the positions seen so far.
 
@@ -188,11 +202,15 @@ class Attention(nn.Module):
 
     def attend(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
         """mask: boolean, True where attention is allowed, broadcastable to (B, H, Tq, Tk)."""
+        return self.o_proj(self.mix(q, k, v, mask))
+
+    def mix(self, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor | None) -> torch.Tensor:
+        """The heads' attention outputs side by side, (B, T, H * D): `attend` before the output projection."""
         out = F.scaled_dot_product_attention(
             q, k, v, attn_mask=mask, scale=self.head_dim**-0.5, enable_gqa=self.heads != self.kv_heads
         )
         b, _, t, _ = out.shape
-        return self.o_proj(out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim))
+        return out.transpose(1, 2).reshape(b, t, self.heads * self.head_dim)
 
 
 class SwiGLU(nn.Module):
@@ -248,11 +266,34 @@ class DecoderLayer(nn.Module):
         return x + self.mlp(self.post_attention_layernorm(x))
 
 
+def attention_inputs(
+    layer: DecoderLayer, x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """A layer's work before attention: the norm and the q/k/v projections, normed and rotated."""
+    return layer.self_attn.project(layer.input_layernorm(x), cos, sin)
+
+
+def layer_outputs(layer: DecoderLayer, x: torch.Tensor, mixed: torch.Tensor) -> torch.Tensor:
+    """A layer's work after attention: the output projection, the residual and the MLP block."""
+    return layer.mlp_block(x + layer.self_attn.o_proj(mixed))
+
+
+class LayerRegions:
+    """The two halves of a decoder layer around its attention (reading and writing the KV cache stays outside):
+    eager functions by default, compiled ones once `compilation.compile_frame_step` swaps them in."""
+
+    def __init__(self) -> None:
+        self.before = attention_inputs
+        self.after = layer_outputs
+
+
 class DecoderStack(nn.Module):
     """A stack of decoder layers with a final norm, run over whole prompts (prefill) or one token per
     row against a `KVCache` (decode). `rotary_float32` keeps the q/k norm and the rotation in float32 with
     half-precision weights (the official code rotates in the weights' dtype; with float32 weights the two
     are the same)."""
+
+    prefill_in_step = False  # whether `prefill` is part of the frame step (then it uses the step's regions)
 
     def __init__(self, cfg: DecoderStackConfig, rotary_float32: bool = False):
         super().__init__()
@@ -261,6 +302,7 @@ class DecoderStack(nn.Module):
         self.norm = RMSNorm(cfg.hidden_size, cfg.rms_norm_eps)
         self.rotary = Rotary(cfg.head_dim, cfg.rope_theta)
         self.rotary_float32 = rotary_float32
+        self.regions = LayerRegions()  # used by the frame step's passes (`decode`, `decode_aligned`)
 
     @property
     def rotary_float32(self) -> bool:
@@ -286,12 +328,12 @@ class DecoderStack(nn.Module):
         cache.ensure_capacity(t)
         cos, sin = self.rotary.span(0, t, self.rotary_dtype(x.dtype))
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        regions = self.regions if self.prefill_in_step else LayerRegions()
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
+            q, k, v = regions.before(layer, x, cos, sin)
             cache.k[i, rows, :, :t] = k
             cache.v[i, rows, :, :t] = v
-            x = x + layer.self_attn.attend(q, k, v, mask)
-            x = layer.mlp_block(x)
+            x = regions.after(layer, x, layer.self_attn.mix(q, k, v, mask))
         cache.length[rows] = t
         for row in range(len(cache.lengths))[rows]:
             cache.lengths[row] = t
@@ -308,24 +350,22 @@ class DecoderStack(nn.Module):
         cos, sin = self.rotary.at(positions[:, None], span, self.rotary_dtype(x.dtype))
         mask = (torch.arange(span, device=x.device)[None] <= positions[:, None])[:, None, None, :]
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
+            q, k, v = self.regions.before(layer, x, cos, sin)
             cache.k[i, index, :, positions] = k[:, :, 0]
             cache.v[i, index, :, positions] = v[:, :, 0]
             keys = cache.k[i, rows, :, :span]
             values = cache.v[i, rows, :, :span]
-            x = x + layer.self_attn.attend(q, keys, values, mask)
-            x = layer.mlp_block(x)
+            x = self.regions.after(layer, x, layer.self_attn.mix(q, keys, values, mask))
         return self.norm(x)
 
     def decode_aligned(self, x: torch.Tensor, cache: KVCache, position: int) -> torch.Tensor:
         """Append one token to every cache row, all at the same `position` (no mask, plain slicing)."""
         cos, sin = self.rotary.span(position, position + 1, self.rotary_dtype(x.dtype))
         for i, layer in enumerate(self.layers):
-            q, k, v = layer.self_attn.project(layer.input_layernorm(x), cos, sin)
+            q, k, v = self.regions.before(layer, x, cos, sin)
             cache.k[i, :, :, position : position + 1] = k
             cache.v[i, :, :, position : position + 1] = v
             keys = cache.k[i, :, :, : position + 1]
             values = cache.v[i, :, :, : position + 1]
-            x = x + layer.self_attn.attend(q, keys, values, None)
-            x = layer.mlp_block(x)
+            x = self.regions.after(layer, x, layer.self_attn.mix(q, keys, values, None))
         return self.norm(x)

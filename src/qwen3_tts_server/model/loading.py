@@ -13,7 +13,8 @@ from ..errors import ConfigurationError
 from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
 from .config import CodecDecoderConfig, CodecEncoderConfig, GenerationDefaults, TTSConfig
-from .layers import fuse_projections
+from .layers import Embedding, fuse_projections
+from .quantization import decoder_linears, head_linears, parse_quantization, quantize_talker
 from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
@@ -78,12 +79,18 @@ class CheckpointParts:
     weights: TTSWeights
     speech_tokenizer: SpeechTokenizer
     fingerprint: str
+    quantization: str | None = None  # the decoder layers' weight quantisation (`quantization.py`)
 
 
 def load_checkpoint(
-    name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+    name_or_path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
+    quantize: str | None = None,
 ) -> CheckpointParts:
+    """The parts of a checkpoint on `device`, in `dtype`, the talker's decoder layers quantised if asked."""
     device = parse_device(device)
+    quantization = parse_quantization(quantize, device)
     if device.type == "cuda":  # float32 matrix products on tensor cores (TF32); bfloat16 is unaffected
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
@@ -101,7 +108,15 @@ def load_checkpoint(
     with torch.device("meta"):
         weights = TTSWeights(config)
         speech_tokenizer = SpeechTokenizer(codec_config, encoder_config)
-    load_weights(weights, directory / "model.safetensors", device, dtype, prefixes=("talker.", "speaker_encoder."))
+    load_weights(
+        weights,
+        directory / "model.safetensors",
+        device,
+        dtype,
+        prefixes=("talker.", "speaker_encoder."),
+        stored=_kept_as_stored(weights, dtype, quantization, device),
+        mapped=_mapped_tables(weights, dtype),
+    )
     load_weights(
         speech_tokenizer,
         directory / "speech_tokenizer" / "model.safetensors",
@@ -112,6 +127,11 @@ def load_checkpoint(
     for module in (weights, speech_tokenizer):
         fuse_projections(module)
         module.eval()
+    if quantization is not None:
+        quantize_talker(weights.talker, quantization)
+    for table in weights.modules():
+        if isinstance(table, Embedding) and table.weight.dtype != dtype:
+            table.output_dtype = dtype
     return CheckpointParts(
         directory,
         config,
@@ -121,4 +141,26 @@ def load_checkpoint(
         weights,
         speech_tokenizer,
         checkpoint_fingerprint(directory),
+        quantization,
     )
+
+
+def _kept_as_stored(
+    weights: TTSWeights, dtype: torch.dtype, quantization: str | None, device: torch.device
+) -> set[str]:
+    """The weights loaded in the dtype the checkpoint stores them in: with float32 activations, the codec embedding
+    tables (their rows are upcast exactly on lookup: half the memory of float32 tables); on a CPU with quantisation,
+    the decoder layers' linear weights (quantised from what is stored, never held in float32)."""
+    kept = set()
+    if dtype == torch.float32:
+        kept |= {f"{path}.weight" for path, table in weights.named_modules() if isinstance(table, Embedding)}
+    if quantization is not None and device.type == "cpu":
+        quantized = {**decoder_linears(weights.talker), **head_linears(weights.talker)}
+        kept |= {f"talker.{path}.weight" for path in quantized}
+    return kept
+
+
+def _mapped_tables(weights: TTSWeights, dtype: torch.dtype) -> set[str]:
+    """The text embedding table (a sixth of the 0.6B model) stays in the file, memory-mapped, with float32
+    activations: a prompt reads a few of its 151,936 rows, so only those are ever resident."""
+    return {"talker.model.text_embedding.weight"} if dtype == torch.float32 else set()

@@ -194,7 +194,7 @@ class PromptBuilder:
         """The talker prompt of a checked, tokenized input (nothing is checked or tokenized again here)."""
         cfg, talker = self.config, self.talker
         tc = cfg.talker
-        device = talker.codec_head.weight.device
+        device = talker.device
         voice = request.voice
 
         def ids(values: Sequence[int]) -> torch.Tensor:

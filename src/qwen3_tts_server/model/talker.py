@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 from .config import TalkerConfig
-from .layers import DecoderStack, KVCache
+from .layers import DecoderStack, Embedding, KVCache
 
 
 class TextProjection(nn.Module):
@@ -29,17 +29,19 @@ class TextProjection(nn.Module):
 class TalkerBackbone(DecoderStack):
     def __init__(self, cfg: TalkerConfig):
         super().__init__(cfg.stack)
-        self.codec_embedding = nn.Embedding(cfg.vocab_size, cfg.stack.hidden_size)
-        self.text_embedding = nn.Embedding(cfg.text_vocab_size, cfg.text_hidden_size)
+        self.codec_embedding = Embedding(cfg.vocab_size, cfg.stack.hidden_size)
+        self.text_embedding = Embedding(cfg.text_vocab_size, cfg.text_hidden_size)
 
 
 class CodePredictorBackbone(DecoderStack):
+    prefill_in_step = True  # its prefill is the frame's first two inputs, of fixed length
+
     def __init__(self, cfg: TalkerConfig):
         cp = cfg.code_predictor
         super().__init__(cp.stack, rotary_float32=True)  # half-precision rotations cost the predictor quality
         # Inputs arrive at talker width and are projected down by `small_to_mtp_projection`.
         self.codec_embedding = nn.ModuleList(
-            nn.Embedding(cp.vocab_size, cfg.stack.hidden_size) for _ in range(cp.num_code_groups - 1)
+            Embedding(cp.vocab_size, cfg.stack.hidden_size) for _ in range(cp.num_code_groups - 1)
         )
 
 
@@ -85,6 +87,15 @@ class Talker(nn.Module):
         self.text_projection = TextProjection(cfg.text_hidden_size, cfg.stack.hidden_size)
         self.codec_head = nn.Linear(cfg.stack.hidden_size, cfg.vocab_size, bias=False)
         self.code_predictor = CodePredictor(cfg)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        """The activations' dtype (that of the final norm's weight: quantisation leaves norms alone)."""
+        return self.model.norm.weight.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.norm.weight.device
 
     def embed_text(self, ids: torch.Tensor) -> torch.Tensor:
         return self.text_projection(self.model.text_embedding(ids))

@@ -14,6 +14,7 @@ import torch
 
 from ..errors import InvalidInputError
 from .codec_stream import CodecStreamState, StreamingCodecDecoder
+from .compilation import StepCompiler, compile_frame_step
 from .generation import FrameGenerator
 from .loading import CheckpointParts, load_checkpoint
 from .prompt import PromptBuilder, SpeechInput, TalkerPrompt, TokenizedInput
@@ -49,8 +50,10 @@ class Qwen3TTSModel:
         self.codec = parts.speech_tokenizer.decoder
         self.codec_stream = StreamingCodecDecoder(self.codec)
         self.fingerprint = parts.fingerprint
-        self.device = self.talker.codec_head.weight.device
-        self.dtype = self.talker.codec_head.weight.dtype
+        self.device = self.talker.device
+        self.dtype = self.talker.dtype
+        self.quantization = parts.quantization
+        self.compiler: StepCompiler | None = None  # set when the frame step is compiled
         self.prompts = PromptBuilder(parts.config, parts.tokenizer, self.talker, parts.fingerprint)
         self.voice_encoder = VoiceEncoder(
             parts.weights.speaker_encoder,
@@ -64,9 +67,19 @@ class Qwen3TTSModel:
 
     @classmethod
     def load(
-        cls, name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+        cls,
+        name_or_path: str | os.PathLike,
+        device: str | torch.device = "cpu",
+        dtype: str | torch.dtype = "float32",
+        quantize: str | None = None,
+        compile: bool = False,
     ) -> Qwen3TTSModel:
-        return cls(load_checkpoint(name_or_path, device, dtype))
+        """`quantize`: the decoder layers' weights in int8, int4 or fp8 (`quantization.py`); `compile`: the frame
+        step compiled (`compilation.py`), on each shape's first step (`warm_up` runs them)."""
+        model = cls(load_checkpoint(name_or_path, device, dtype, quantize))
+        if compile:
+            model.compiler = compile_frame_step(model.talker)
+        return model
 
     @property
     def model_type(self) -> str:

@@ -1,0 +1,157 @@
+"""Weight-only quantisation of the talker's and the code predictor's decoder layers (`QUANTIZE`).
+
+A frame reads every decoder weight once in the talker and fifteen times in the code predictor, one row at a
+time: on a CPU a step is bound by reading weights, not by arithmetic. Stored in 8 or 4 bits they are read 4 or
+8 times faster than in float32. The matrix products are PyTorch's own packed kernels (`_weight_int8pack_mm`,
+`_weight_int4pack_mm_for_cpu`), which take bfloat16 activations: the quantised layers convert their input to
+bfloat16 and their output back, so every other part of the model keeps the model's dtype. torchao's CPU paths
+were measured first: its int8 weight-only tensor dequantises on every call (no faster than bfloat16 here) and its
+CPU int4 layout is a prototype. On CUDA, torchao's weight-only configurations are the right tool (tinygemm, fp8).
+
+What stays in the model's dtype: embeddings, norms, rotary tables, the text projection (prompts only) and the codec
+decoder. The heads are quantised to int8 in either mode (`quantize_talker`).
+"""
+
+from __future__ import annotations
+
+import logging
+
+import torch
+from torch import nn
+
+from ..errors import ConfigurationError
+from .layers import DecoderLayer
+
+log = logging.getLogger(__name__)
+
+QUANTIZATIONS = ("int8", "int4", "fp8")
+CUDA_ONLY = ("fp8",)
+INT4_GROUP_SIZES = (128, 64, 32)  # the largest that divides a layer's input width is used
+INT4_INNER_K_TILES = 2  # the packing's tile depth: (input width) must be a multiple of 16 * this
+
+
+def parse_quantization(name: str | None, device: torch.device) -> str | None:
+    """The quantisation to apply ("none" or empty: None), checked against the device."""
+    if name is None or name.strip().lower() in ("", "none"):
+        return None
+    mode = name.strip().lower()
+    if mode not in QUANTIZATIONS:
+        raise ConfigurationError(
+            f"unknown quantization {name!r}; choose one of none, {', '.join(QUANTIZATIONS)}", param="quantize"
+        )
+    if mode in CUDA_ONLY and device.type != "cuda":
+        raise ConfigurationError(
+            f"quantization {mode} needs a CUDA GPU (float8 matrix products); on a CPU use int8 or int4",
+            param="quantize",
+        )
+    return mode
+
+
+class Int8Linear(nn.Module):
+    """y = x W^T (+ b) with W stored as int8, one float scale per output channel (symmetric)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
+        self.register_buffer("weight", torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8))
+        self.register_buffer("scales", scale.to(torch.bfloat16))
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        y = torch.ops.aten._weight_int8pack_mm(flat, self.weight, self.scales).to(x.dtype)
+        y = y.view(*x.shape[:-1], y.shape[-1])
+        return y if self.bias is None else y + self.bias
+
+
+class Int4Linear(nn.Module):
+    """y = x W^T (+ b) with W stored as 4-bit codes in groups along the input, each group with its own scale and
+    offset (asymmetric, round to nearest), packed for the CPU kernel."""
+
+    def __init__(self, linear: nn.Linear, group_size: int):
+        super().__init__()
+        weight = linear.weight.detach().float()
+        out_features, in_features = weight.shape
+        groups = weight.view(out_features, in_features // group_size, group_size)
+        low, high = groups.amin(dim=-1), groups.amax(dim=-1)
+        scale = ((high - low) / 15).clamp(min=torch.finfo(torch.float32).tiny)
+        codes = torch.round((groups - low[..., None]) / scale[..., None]).clamp(0, 15).to(torch.int32)
+        packed = torch.ops.aten._convert_weight_to_int4pack_for_cpu(
+            codes.view(out_features, in_features), INT4_INNER_K_TILES
+        )
+        self.register_buffer("weight", packed)
+        # The kernel computes (code - 8) * scale + zero, so the zero point is the group's low end + 8 scales.
+        zero = low + 8 * scale
+        scales_and_zeros = torch.stack((scale, zero), dim=-1).transpose(0, 1).contiguous()
+        self.register_buffer("scales_and_zeros", scales_and_zeros.bfloat16())
+        self.group_size = group_size
+        self.out_features = out_features
+        self.bias = linear.bias
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.weight, self.group_size, self.scales_and_zeros)
+        y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias
+
+
+def decoder_linears(module: nn.Module) -> dict[str, tuple[nn.Module, str]]:
+    """The linear layers of every decoder layer under `module`, by their parameter path's prefix: (owner, name)."""
+    found = {}
+    for path, layer in module.named_modules():
+        if isinstance(layer, DecoderLayer):
+            for part in ("self_attn", "mlp"):
+                owner = getattr(layer, part)
+                for name, child in owner.named_children():
+                    if isinstance(child, nn.Linear):
+                        found[f"{path}.{part}.{name}"] = (owner, name)
+    return found
+
+
+def head_linears(talker: nn.Module) -> dict[str, tuple[nn.Module, str]]:
+    """The talker's codec head and the code predictor's fifteen heads, as `decoder_linears` gives layers."""
+    heads = {"codec_head": (talker, "codec_head")}
+    for index in range(len(talker.code_predictor.lm_head)):
+        heads[f"code_predictor.lm_head.{index}"] = (talker.code_predictor.lm_head, str(index))
+    return heads
+
+
+def quantize_talker(talker: nn.Module, mode: str) -> int:
+    """Replace the linear layers of every decoder layer of the talker and its code predictor (after
+    `fuse_projections`) by their quantised form, one at a time; on a CPU the heads too, in int8 whatever the mode
+    (a sixth of a one-row int4 step in float32; 8 bits keep the logits close). Returns how many were replaced."""
+    if talker.device.type == "cuda":
+        return _quantize_with_torchao(talker, mode)
+    targets = [(owner, name, mode) for owner, name in decoder_linears(talker).values()]
+    targets += [(owner, name, "int8") for owner, name in head_linears(talker).values()]
+    for owner, name, target_mode in targets:
+        setattr(owner, name, _quantized(getattr(owner, name), target_mode))
+    return len(targets)
+
+
+def _quantized(linear: nn.Linear, mode: str) -> nn.Module:
+    if mode == "int8":
+        return Int8Linear(linear)
+    in_features = linear.in_features
+    group = next((g for g in INT4_GROUP_SIZES if in_features % g == 0), None)
+    if group is None or in_features % (16 * INT4_INNER_K_TILES):
+        raise ConfigurationError(
+            f"int4 needs layer widths that are multiples of {INT4_GROUP_SIZES[-1]}; this model has {in_features}",
+            param="quantize",
+        )
+    return Int4Linear(linear, group)
+
+
+def _quantize_with_torchao(module: nn.Module, mode: str) -> int:
+    """CUDA: torchao's weight-only configurations (int8, int4 tinygemm, fp8) on the decoder layers' linears."""
+    try:
+        from torchao.quantization import Float8WeightOnlyConfig, Int4WeightOnlyConfig, Int8WeightOnlyConfig, quantize_
+    except ImportError:
+        raise ConfigurationError(
+            f"quantization {mode} on CUDA needs torchao: pip install 'qwen3-tts-server[cuda]'", param="quantize"
+        ) from None
+    config = {"int8": Int8WeightOnlyConfig, "int4": Int4WeightOnlyConfig, "fp8": Float8WeightOnlyConfig}[mode]()
+    chosen = {id(getattr(owner, name)) for owner, name in decoder_linears(module).values()}
+    quantize_(module, config, filter_fn=lambda m, _fqn: id(m) in chosen)
+    return len(chosen)
