@@ -1,20 +1,24 @@
-"""How often bfloat16 weights pick the code float32 weights pick, frame by frame, on the same checkpoint.
+"""How often each precision picks the code float32 picks, frame by frame, on the same checkpoint; and how close
+the codec's audio is to float32's for the same codes.
 
-Float32 makes a greedy reference of N frames (EOS suppressed). Each half-precision variant is then teacher
-forced along those frames: at every frame it sees the reference's past and predicts codebook 0 (talker) and
-codebooks 1-15 (code predictor, each given the reference's earlier codebooks); a prediction agrees when its
-argmax over the audio codes equals the reference's code. Variants: the code predictor rotating q/k in float32
-(this project's default) and in bfloat16 (the official code's way).
+Float32 makes a greedy reference of N frames (EOS suppressed). Each variant is then teacher forced along those
+frames: at every frame it sees the reference's past and predicts codebook 0 (talker) and codebooks 1-15 (code
+predictor, each given the reference's earlier codebooks); a prediction agrees when its argmax over the audio codes
+equals the reference's code. Variants: bfloat16 (the code predictor rotating q/k in float32, this project's
+default, and in bfloat16, the official code's way), int8 and int4 weights (QUANTIZE), and the compiled step
+(TORCH_COMPILE) in float32 and int8. The codec: the reference codes decoded by a bfloat16 codec against float32
+(quantisation leaves the codec in the model's dtype), as the signal-to-noise ratio in dB.
 
-    .venv/bin/python benchmarks/bf16_agreement.py [--size tiny] [--frames 1000] [--device cpu]
+    .venv/bin/python benchmarks/precision_agreement.py [--size 0.6b] [--frames 1000] [--variants int8 int4]
 
-Prints JSON and writes benchmarks/results/bf16_agreement_<size>_<device>.json.
+Prints JSON and writes benchmarks/results/precision_agreement_<size>_<device>.json.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import tempfile
 import time
 from pathlib import Path
@@ -22,11 +26,22 @@ from pathlib import Path
 import torch
 
 from qwen3_tts_server.bench.streams import bench_request
+from qwen3_tts_server.model.compilation import compile_frame_step
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDIO_CODES = 2048  # codebook entries; the codec vocabulary above them holds control tokens
+# name: (dtype, quantize, compiled, code predictor rotating in float32)
+VARIANTS = {
+    "float32": ("float32", None, False, True),  # the reference's own precision: a self-check (1.0)
+    "float32_compiled": ("float32", None, True, True),
+    "bfloat16": ("bfloat16", None, False, True),
+    "bfloat16_rotary_bfloat16": ("bfloat16", None, False, False),
+    "int8": ("float32", "int8", False, True),
+    "int8_compiled": ("float32", "int8", True, True),
+    "int4": ("float32", "int4", False, True),
+}
 
 
 @torch.inference_mode()
@@ -64,32 +79,51 @@ def agreement(predicted: torch.Tensor, reference: torch.Tensor) -> dict:
         "codebooks1_15": round(same[:, 1:].float().mean().item(), 4),
         "all_codes": round(same.float().mean().item(), 4),
         "whole_frames": round(same.all(dim=1).float().mean().item(), 4),
+        "per_codebook": [round(value, 4) for value in same.float().mean(dim=0).tolist()],
     }
+
+
+def snr_db(signal: torch.Tensor, reference: torch.Tensor) -> float:
+    noise = (signal - reference).pow(2).sum().item()
+    return math.inf if noise == 0 else round(10 * math.log10(reference.pow(2).sum().item() / noise), 1)
+
+
+def variant(path: Path, name: str, device: str) -> Qwen3TTSModel:
+    dtype, quantize, compiled, rotary_float32 = VARIANTS[name]
+    model = Qwen3TTSModel.load(path, device=device, dtype=dtype, quantize=quantize)
+    model.talker.code_predictor.model.rotary_float32 = rotary_float32
+    if compiled:
+        compile_frame_step(model.talker)
+    return model
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--size", default="tiny")
+    parser.add_argument("--size", default="0.6b")
     parser.add_argument("--frames", type=int, default=1000)
     parser.add_argument("--device", default="cpu")
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
     args = parser.parse_args()
+    report: dict = {"size": args.size, "device": args.device, "frames": args.frames}
     with tempfile.TemporaryDirectory() as tmp:
         path = make_test_model(Path(tmp) / args.size, size=args.size, seed=0)
         full = Qwen3TTSModel.load(path, device=args.device, dtype="float32")
-        half = Qwen3TTSModel.load(path, device=args.device, dtype="bfloat16")
-    started = time.perf_counter()
-    greedy = full.sampling(repetition_penalty=1.0).greedy()  # plain argmax, as the forced predictions
-    reference = torch.from_numpy(
-        full.generate([bench_request(full)], greedy, max_frames=args.frames, suppress_eos=True)[0].codes
-    )
-    report = {"size": args.size, "device": args.device, "frames": args.frames}
-    report["float32_self_check"] = agreement(forced_predictions(full, reference), reference)
-    report["bfloat16_rotary_float32"] = agreement(forced_predictions(half, reference), reference)
-    half.talker.code_predictor.model.rotary_float32 = False
-    report["bfloat16_rotary_bfloat16"] = agreement(forced_predictions(half, reference), reference)
+        started = time.perf_counter()
+        greedy = full.sampling(repetition_penalty=1.0).greedy()  # plain argmax, as the forced predictions
+        codes = full.generate([bench_request(full)], greedy, max_frames=args.frames, suppress_eos=True)[0].codes
+        reference = torch.from_numpy(codes)
+        audio = torch.from_numpy(full.decode(codes))
+        del full
+        for name in args.variants:
+            model = variant(path, name, args.device)
+            report[name] = agreement(forced_predictions(model, reference), reference)
+            if name == "bfloat16":
+                report["codec_bfloat16_snr_db"] = snr_db(torch.from_numpy(model.decode(codes)), audio)
+            print(name, json.dumps(report[name]), flush=True)
+            del model
     report["seconds"] = round(time.perf_counter() - started, 1)
     print(json.dumps(report, indent=1))
-    out = ROOT / "benchmarks" / "results" / f"bf16_agreement_{args.size}_{args.device.split(':')[0]}.json"
+    out = ROOT / "benchmarks" / "results" / f"precision_agreement_{args.size}_{args.device.split(':')[0]}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
 
 

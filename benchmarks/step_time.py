@@ -5,8 +5,9 @@ so each step does the full work. With --profile, the operators of one step in ea
 (torch.profiler), to show where a step's time goes.
 
     .venv/bin/python benchmarks/step_time.py [--size small] [--rows 1 8] [--device cpu] [--dtype float32]
+        [--quantize int8|int4] [--compile]
 
-Prints JSON lines and writes benchmarks/results/step_time_<size>_<device>.json.
+Prints JSON lines and writes benchmarks/results/step_time_<size>_<device>[_<quantize>][_compiled].json.
 """
 
 from __future__ import annotations
@@ -65,10 +66,13 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=30)
     parser.add_argument("--device", default="cpu")
     parser.add_argument("--dtype", default="float32")
+    parser.add_argument("--quantize", default=None, choices=["int8", "int4"])
+    parser.add_argument("--compile", action="store_true")
     parser.add_argument("--profile", action="store_true")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
-        model = Qwen3TTSModel.load(make_test_model(Path(tmp) / args.size, args.size), args.device, args.dtype)
+        path = make_test_model(Path(tmp) / args.size, args.size)
+        model = Qwen3TTSModel.load(path, args.device, args.dtype, quantize=args.quantize, compile=args.compile)
     modes = ["eager", "static"] + (["graphs"] if model.device.type == "cuda" else [])
     results = []
     for rows in args.rows:
@@ -76,9 +80,11 @@ def main() -> None:
             results.append(step_time(model, rows, mode, args.steps, args.profile))
             print(json.dumps(results[-1]), flush=True)
     report = {"size": args.size, "device": args.device, "dtype": args.dtype, "steps": args.steps, "results": results}
+    report |= {"quantize": args.quantize, "compiled": args.compile}
     if model.device.type == "cuda":
         report["gpu"] = torch.cuda.get_device_name(model.device)
-    out = ROOT / "benchmarks" / "results" / f"step_time_{args.size}_{model.device.type}.json"
+    variant = "".join(f"_{part}" for part in (args.quantize, "compiled" if args.compile else None) if part)
+    out = ROOT / "benchmarks" / "results" / f"step_time_{args.size}_{model.device.type}{variant}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
 
 
