@@ -4,7 +4,8 @@ resident memory are its own), and the official package's speed from the same run
 
     .venv/bin/python benchmarks/cpu_precisions.py [--size 0.6b] [--peer official=ORACLE/bin/python]
 
-Prints a Markdown table and writes benchmarks/results/cpu_precisions_<size>.json and .png.
+Prints a Markdown table and writes benchmarks/results/cpu_precisions_<size>.json and .png; a run of some precisions
+(`--precisions`) replaces theirs in an existing JSON and keeps the others.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ PRECISIONS = {  # name: bench flags
     "int4": ["--quantize", "int4"],
     "int8 compiled": ["--quantize", "int8", "--compile"],
     "int4 compiled": ["--quantize", "int4", "--compile"],
+    "int8, bfloat16 activations": ["--quantize", "int8", "--dtype", "bfloat16"],
+    "int4, bfloat16 activations": ["--quantize", "int4", "--dtype", "bfloat16"],
 }
 
 
@@ -41,13 +44,13 @@ def bench(model: Path, flags: list[str], levels: list[int], frames: int, out: Pa
 
 def table(reports: dict[str, dict], levels: list[int]) -> str:
     head = "| precision | ms/frame, 1 stream | TTFA, 1 stream | " + " | ".join(f"{n} streams" for n in levels)
-    lines = [head + " | ready | RSS |", "|---" * (len(levels) + 5) + "|"]
+    lines = [head + " | ready | RSS ready |", "|---" * (len(levels) + 5) + "|"]
     for name, report in reports.items():
         rows = {row["concurrency"]: row for row in report["results"]}
         one, meta = rows[levels[0]], report["meta"]
         cells = [f"{80 / one['stream_rtf_p50']:.0f}", f"{one['ttfa_p50_ms']:.0f} ms"]
         cells += [f"{rows[n]['aggregate_rtf']:.2f}x" for n in levels]
-        cells += [f"{meta['ready_seconds']:.1f} s", f"{meta['rss_mib_after']:.0f} MiB"]
+        cells += [f"{meta['ready_seconds']:.1f} s", f"{meta['rss_mib_ready']:.0f} MiB"]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     for peer in next(iter(reports.values())).get("peers", []):
         lines.append(
@@ -87,16 +90,16 @@ def main() -> None:
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
     parser.add_argument("--peer", help="NAME=PATH of `bench --peer`, timed in the float32 run")
     args = parser.parse_args()
-    reports = {}
+    results = ROOT / "benchmarks" / "results" / f"cpu_precisions_{args.size}.json"
+    reports = json.loads(results.read_text()) if results.exists() else {}
     with tempfile.TemporaryDirectory() as tmp:
         model = make_test_model(Path(tmp) / args.size, args.size, seed=0)
         for index, name in enumerate(args.precisions):
             out = Path(tmp) / f"{index}.json"
             peer = args.peer if index == 0 else None
             reports[name] = bench(model, PRECISIONS[name], args.levels, args.frames, out, peer)
-    results = ROOT / "benchmarks" / "results" / f"cpu_precisions_{args.size}"
-    results.with_suffix(".json").write_text(json.dumps(reports, indent=1) + "\n")
-    plot(reports, args.levels, results.with_suffix(".png"))
+    results.write_text(json.dumps(reports, indent=1) + "\n")
+    plot(reports, args.levels, results.with_name(results.name.replace(".json", ".png")))
     print(table(reports, args.levels))
 
 

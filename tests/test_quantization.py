@@ -39,21 +39,21 @@ def test_quantised_linear_stays_close_to_the_float_one(layer, tolerance):
     assert ((got - want).norm() / want.norm()).item() < tolerance
 
 
-@pytest.mark.parametrize("mode", ["int8", "int4"])
-def test_quantised_model_speaks(checkpoint_dirs, models, mode):
-    model = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], quantize=mode)
+@pytest.mark.parametrize(("mode", "dtype"), [("int8", "float32"), ("int4", "float32"), ("int4", "bfloat16")])
+def test_quantised_model_speaks(checkpoint_dirs, models, mode, dtype):
+    model = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype=dtype, quantize=mode)
     assert model.quantization == mode
     kinds = {type(module) for layer in model.talker.model.layers for module in layer.modules()}
     assert nn.Linear not in kinds and (Int8Linear if mode == "int8" else Int4Linear) in kinds
     assert isinstance(model.talker.codec_head, Int8Linear)
-    assert model.talker.dtype == torch.float32  # activations keep the model's dtype
+    assert model.talker.dtype == getattr(torch, dtype)  # activations keep the model's dtype
     result = model.generate([ENGLISH], model.sampling(seed=3), max_frames=12, suppress_eos=True)[0]
     audio = model.decode(result.codes)
     assert result.codes.shape == (12, 16) and audio.shape == (12 * 1920,)
     assert np.isfinite(audio).all() and np.sqrt(np.mean(audio**2)) > 0.01
     # Its first logits after the prompt are close to the float32 model's (not equal: another model).
     got, want = (_first_logits(m) for m in (model, models["custom_voice"]))
-    assert torch.nn.functional.cosine_similarity(got, want, dim=0) > (0.999 if mode == "int8" else 0.99)
+    assert torch.nn.functional.cosine_similarity(got, want, dim=0) > (0.999 if mode == "int8" else 0.98)
 
 
 @torch.inference_mode()

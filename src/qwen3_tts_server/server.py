@@ -36,7 +36,7 @@ def serve(settings: Settings) -> int:
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)
     parse_quantization(settings.quantize, parse_device(device))  # fp8 without CUDA fails here, before binding
-    compile_step = settings.resolved_compile(device)
+    compile_step = settings.resolved_compile()
     if compile_step:  # inductor's compiled code kept beside the voice library, so that a restart reuses it
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((settings.data_dir or default_data_dir()) / "compiled"))
     models = ModelManager(

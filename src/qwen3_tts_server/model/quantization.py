@@ -59,7 +59,7 @@ class Int8Linear(nn.Module):
         self.bias = linear.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()  # the kernels take contiguous rows
         y = torch.ops.aten._weight_int8pack_mm(flat, self.weight, self.scales).to(x.dtype)
         y = y.view(*x.shape[:-1], y.shape[-1])
         return y if self.bias is None else y + self.bias
@@ -90,7 +90,7 @@ class Int4Linear(nn.Module):
         self.bias = linear.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16)
+        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
         y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.weight, self.group_size, self.scales_and_zeros)
         y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
