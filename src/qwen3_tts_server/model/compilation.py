@@ -5,8 +5,8 @@ one by one; compiled, each half of a layer around its attention is one fused ker
 Compiling layer by layer rather than the whole step ("regional" compilation) compiles each half once for all the
 layers of a stack (their weights are the compiled code's inputs): seconds instead of minutes, which the whole
 frame took. The attention and the KV cache's reads and writes stay eager, so the compiled code sees no span and
-no positions: only the number of rows changes, and that dimension is marked dynamic, so one more compile covers
-every batch size above one.
+no positions: only the number of rows changes, and torch makes a dimension dynamic the second time it changes,
+so the compile for two rows covers every batch size above one.
 
 Compiled code is cached on disk by inductor (TORCHINDUCTOR_CACHE_DIR), so a restart skips most of the work. A
 compile that fails (no C++ compiler, an unsupported operator) turns compilation off with one warning and the
@@ -61,7 +61,7 @@ class StepCompiler:
 
 def compile_frame_step(talker: torch.nn.Module, backend: str | Callable = "inductor") -> StepCompiler:
     """Compile the frame step's layers of a talker (its own stack and its code predictor's); the compiling itself
-    happens on each shape's first step (`FrameGenerator.warm_up` runs them ahead)."""
+    happens on each shape's first step (the model's warm-up runs them ahead: `engine.model_manager.warm_up_model`)."""
     compiler = StepCompiler(backend)
     compiler.compile(talker.model)
     compiler.compile(talker.code_predictor.model)

@@ -287,6 +287,9 @@ class LayerRegions:
         self.after = layer_outputs
 
 
+EAGER_REGIONS = LayerRegions()  # what a pass outside the frame step uses (a prompt's prefill), never compiled
+
+
 class DecoderStack(nn.Module):
     """A stack of decoder layers with a final norm, run over whole prompts (prefill) or one token per
     row against a `KVCache` (decode). `rotary_float32` keeps the q/k norm and the rotation in float32 with
@@ -328,7 +331,7 @@ class DecoderStack(nn.Module):
         cache.ensure_capacity(t)
         cos, sin = self.rotary.span(0, t, self.rotary_dtype(x.dtype))
         mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
-        regions = self.regions if self.prefill_in_step else LayerRegions()
+        regions = self.regions if self.prefill_in_step else EAGER_REGIONS
         for i, layer in enumerate(self.layers):
             q, k, v = regions.before(layer, x, cos, sin)
             cache.k[i, rows, :, :t] = k

@@ -148,8 +148,8 @@ def load_checkpoint(
 def _kept_as_stored(
     weights: TTSWeights, dtype: torch.dtype, quantization: str | None, device: torch.device
 ) -> set[str]:
-    """The weights loaded in the dtype the checkpoint stores them in: with float32 activations, the codec embedding
-    tables (their rows are upcast exactly on lookup: half the memory of float32 tables); on a CPU with quantisation,
+    """The weights loaded in the dtype the checkpoint stores them in: with float32 activations, the embedding tables
+    (their rows are upcast exactly on lookup: half the memory of float32 tables); on a CPU with quantisation,
     the decoder layers' linear weights (quantised from what is stored, never held in float32)."""
     kept = set()
     if dtype == torch.float32:

@@ -14,15 +14,11 @@ decoder. The heads are quantised to int8 in either mode (`quantize_talker`).
 
 from __future__ import annotations
 
-import logging
-
 import torch
 from torch import nn
 
 from ..errors import ConfigurationError
 from .layers import DecoderLayer
-
-log = logging.getLogger(__name__)
 
 QUANTIZATIONS = ("int8", "int4", "fp8")
 CUDA_ONLY = ("fp8",)
@@ -47,30 +43,44 @@ def parse_quantization(name: str | None, device: torch.device) -> str | None:
     return mode
 
 
-class Int8Linear(nn.Module):
-    """y = x W^T (+ b) with W stored as int8, one float scale per output channel (symmetric)."""
+class PackedLinear(nn.Module):
+    """y = x W^T (+ b) through one of PyTorch's packed kernels: the input's rows go in as contiguous bfloat16 (what
+    the kernels take) and the output comes back in the input's dtype. Subclasses pack W and name the kernel."""
 
     def __init__(self, linear: nn.Linear):
         super().__init__()
+        self.out_features = linear.out_features
+        self.bias = linear.bias
+
+    def multiply(self, rows: torch.Tensor) -> torch.Tensor:
+        raise NotImplementedError
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = self.multiply(x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous())
+        y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
+        return y if self.bias is None else y + self.bias
+
+
+class Int8Linear(PackedLinear):
+    """W stored as int8, one float scale per output channel (symmetric)."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__(linear)
         weight = linear.weight.detach().float()
         scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
         self.register_buffer("weight", torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8))
         self.register_buffer("scales", scale.to(torch.bfloat16))
-        self.bias = linear.bias
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()  # the kernels take contiguous rows
-        y = torch.ops.aten._weight_int8pack_mm(flat, self.weight, self.scales).to(x.dtype)
-        y = y.view(*x.shape[:-1], y.shape[-1])
-        return y if self.bias is None else y + self.bias
+    def multiply(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int8pack_mm(rows, self.weight, self.scales)
 
 
-class Int4Linear(nn.Module):
-    """y = x W^T (+ b) with W stored as 4-bit codes in groups along the input, each group with its own scale and
-    offset (asymmetric, round to nearest), packed for the CPU kernel."""
+class Int4Linear(PackedLinear):
+    """W stored as 4-bit codes in groups along the input, each group with its own scale and offset (asymmetric,
+    round to nearest), packed for the CPU kernel."""
 
     def __init__(self, linear: nn.Linear, group_size: int):
-        super().__init__()
+        super().__init__(linear)
         weight = linear.weight.detach().float()
         out_features, in_features = weight.shape
         groups = weight.view(out_features, in_features // group_size, group_size)
@@ -86,14 +96,9 @@ class Int4Linear(nn.Module):
         scales_and_zeros = torch.stack((scale, zero), dim=-1).transpose(0, 1).contiguous()
         self.register_buffer("scales_and_zeros", scales_and_zeros.bfloat16())
         self.group_size = group_size
-        self.out_features = out_features
-        self.bias = linear.bias
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        flat = x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous()
-        y = torch.ops.aten._weight_int4pack_mm_for_cpu(flat, self.weight, self.group_size, self.scales_and_zeros)
-        y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
-        return y if self.bias is None else y + self.bias
+    def multiply(self, rows: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten._weight_int4pack_mm_for_cpu(rows, self.weight, self.group_size, self.scales_and_zeros)
 
 
 def decoder_linears(module: nn.Module) -> dict[str, tuple[nn.Module, str]]:
@@ -117,17 +122,17 @@ def head_linears(talker: nn.Module) -> dict[str, tuple[nn.Module, str]]:
     return heads
 
 
-def quantize_talker(talker: nn.Module, mode: str) -> int:
+def quantize_talker(talker: nn.Module, mode: str) -> None:
     """Replace the linear layers of every decoder layer of the talker and its code predictor (after
     `fuse_projections`) by their quantised form, one at a time; on a CPU the heads too, in int8 whatever the mode
-    (a sixth of a one-row int4 step in float32; 8 bits keep the logits close). Returns how many were replaced."""
+    (a sixth of a one-row int4 step in float32; 8 bits keep the logits close)."""
     if talker.device.type == "cuda":
-        return _quantize_with_torchao(talker, mode)
+        _quantize_with_torchao(talker, mode)
+        return
     targets = [(owner, name, mode) for owner, name in decoder_linears(talker).values()]
     targets += [(owner, name, "int8") for owner, name in head_linears(talker).values()]
     for owner, name, target_mode in targets:
         setattr(owner, name, _quantized(getattr(owner, name), target_mode))
-    return len(targets)
 
 
 def _quantized(linear: nn.Linear, mode: str) -> nn.Module:
@@ -143,7 +148,7 @@ def _quantized(linear: nn.Linear, mode: str) -> nn.Module:
     return Int4Linear(linear, group)
 
 
-def _quantize_with_torchao(module: nn.Module, mode: str) -> int:
+def _quantize_with_torchao(module: nn.Module, mode: str) -> None:
     """CUDA: torchao's weight-only configurations (int8, int4 tinygemm, fp8) on the decoder layers' linears."""
     try:
         from torchao.quantization import Float8WeightOnlyConfig, Int4WeightOnlyConfig, Int8WeightOnlyConfig, quantize_
@@ -154,4 +159,3 @@ def _quantize_with_torchao(module: nn.Module, mode: str) -> int:
     config = {"int8": Int8WeightOnlyConfig, "int4": Int4WeightOnlyConfig, "fp8": Float8WeightOnlyConfig}[mode]()
     chosen = {id(getattr(owner, name)) for owner, name in decoder_linears(module).values()}
     quantize_(module, config, filter_fn=lambda m, _fqn: id(m) in chosen)
-    return len(chosen)

@@ -75,7 +75,7 @@ class Qwen3TTSModel:
         compile: bool = False,
     ) -> Qwen3TTSModel:
         """`quantize`: the decoder layers' weights in int8, int4 or fp8 (`quantization.py`); `compile`: the frame
-        step compiled (`compilation.py`), on each shape's first step (`warm_up` runs them)."""
+        step compiled (`compilation.py`), on each shape's first step (the warm-up runs them)."""
         model = cls(load_checkpoint(name_or_path, device, dtype, quantize))
         if compile:
             model.compiler = compile_frame_step(model.talker)
