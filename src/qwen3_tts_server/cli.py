@@ -381,8 +381,10 @@ def _config(args: argparse.Namespace) -> int:
     for warning in unsupported_variable_warnings():
         print(f"warning: {warning}", file=sys.stderr)
     values = settings.effective()
-    if args.show_secrets and settings.api_key is not None:
-        values["API_KEY"] = settings.api_key.get_secret_value()
+    if args.show_secrets:
+        if settings.api_key is not None:
+            values["API_KEY"] = settings.api_key.get_secret_value()
+        values["API_KEYS"] = [key.get_secret_value() for key in settings.api_keys]
     if args.json:
         print(json.dumps(values))
     else:

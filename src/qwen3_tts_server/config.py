@@ -9,10 +9,10 @@ import json
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .errors import ConfigurationError
 
@@ -54,7 +54,18 @@ class Settings(BaseSettings):
     max_queue_depth: int = Field(
         64, ge=0, description="requests waiting for a row before new ones get 503; 0 no limit (as the earlier server)"
     )
-    request_timeout: float = Field(300.0, ge=0, description="seconds a request may take in all; 0 no limit")
+    request_timeout: float = Field(
+        300.0,
+        ge=0,
+        description="seconds a request may take, time paused for a slow client not counted; also how long a client "
+        "may take no audio before it is dropped; 0 no limit",
+    )
+    stream_buffer_seconds: float = Field(
+        30.0,
+        ge=0,
+        description="audio a stream may hold ahead of what its client has taken; past it the stream's engine row "
+        "pauses until the client catches up; 0 no bound",
+    )
     max_request_frames: int = Field(
         MAX_REQUEST_FRAMES,
         ge=1,
@@ -80,6 +91,21 @@ class Settings(BaseSettings):
     port: int = Field(8000, ge=0, le=65535, description="TCP port")
     unix_socket_path: Path | None = Field(None, description="listen on this Unix socket instead of host:port")
     api_key: SecretStr | None = Field(None, description="require Authorization: Bearer <key> (not /health, /ready)")
+    api_keys: Annotated[list[SecretStr], NoDecode] = Field(
+        [], description="keys accepted as API_KEY is, comma-separated (rotation: old and new at once)"
+    )
+    cors_origins: Annotated[list[str], NoDecode] = Field(
+        [], description="browser origins allowed to call the API, comma-separated, * for any; none by default"
+    )
+    max_websockets: int = Field(
+        256, ge=0, description="open WebSocket connections; past it a new one is closed with 1013; 0 no limit"
+    )
+    max_pending_text: int = Field(
+        16384, ge=1, description="characters a WebSocket session may have waiting to be spoken; past it an error"
+    )
+    body_timeout: float = Field(
+        30.0, gt=0, description="seconds a client may take to send a request body; past it a 408"
+    )
     ssl_keyfile: Path | None = Field(None, description="TLS private key (PEM); with SSL_CERTFILE serves HTTPS")
     ssl_certfile: Path | None = Field(
         None, validate_default=True, description="TLS certificate chain (PEM); with SSL_KEYFILE serves HTTPS"
@@ -113,6 +139,14 @@ class Settings(BaseSettings):
         """VAR= (or --flag "") unsets an optional setting, also over a value in .env."""
         return None if value == "" else value
 
+    @field_validator("api_keys", "cors_origins", mode="before")
+    @classmethod
+    def _comma_separated(cls, value: Any) -> Any:
+        """A,B from the environment or a flag; a list as it is."""
+        if isinstance(value, str):
+            return [part.strip() for part in value.split(",") if part.strip()]
+        return value
+
     @field_validator("torch_compile", mode="before")
     @classmethod
     def _auto_compile(cls, value: Any) -> Any:
@@ -141,6 +175,11 @@ class Settings(BaseSettings):
             raise ValueError(f"SSL_KEYFILE and SSL_CERTFILE go together (HTTPS) but {alone} is set alone")
         return certfile
 
+    def accepted_keys(self) -> list[str]:
+        """Every key a request may carry (API_KEY and API_KEYS); empty: no key is required."""
+        keys = ([self.api_key] if self.api_key is not None else []) + self.api_keys
+        return [key.get_secret_value() for key in keys if key.get_secret_value()]
+
     def cpu_cores(self) -> set[int] | None:
         """The cores INFERENCE_CPU_CORES names; None: every core the process may use."""
         return parse_cores(self.inference_cpu_cores) if self.inference_cpu_cores else None
@@ -162,6 +201,7 @@ class Settings(BaseSettings):
         values = json.loads(self.model_dump_json())
         if self.api_key is not None:
             values["api_key"] = "********"
+        values["api_keys"] = ["********"] * len(self.api_keys)
         return {env_name(name): value for name, value in values.items()}
 
     def resolved_device(self) -> str:
