@@ -45,11 +45,25 @@ class PayloadTooLargeError(InvalidInputError):
     code = "payload_too_large"
 
 
+class BodyTimeoutError(InvalidInputError):
+    """The client took longer than its time limit to send the request's body."""
+
+    status = 408
+    code = "request_timeout"
+
+
 class UnsupportedMediaError(InvalidInputError):
     """Uploaded bytes are not audio in a format this server can decode."""
 
     status = 415
     code = "unsupported_media_type"
+
+
+class InsufficientStorageError(TTSError):
+    """The server's disk is full or read-only: nothing was written (a 507)."""
+
+    status = 507
+    code = "insufficient_storage"
 
 
 class ConfigurationError(TTSError):
