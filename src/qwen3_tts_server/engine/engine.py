@@ -1,8 +1,9 @@
 """The engine thread: admission, continuous batching at frame boundaries, streaming chunks to asyncio.
 
-One thread owns the model. Each iteration it expires cancelled and timed-out jobs, admits waiting jobs
-into free rows (interactive first; at most `max_prefills_per_step` prefills, so a joining request holds
-running streams up for a bounded time), advances every active row by one frame, and decodes the rows
+One thread owns the model. Each iteration it expires cancelled and timed-out jobs, pauses the rows whose
+client is `stream_buffer_seconds` of audio behind (and resumes those whose client caught up), admits waiting
+jobs into free rows (interactive first; at most `max_prefills_per_step` prefills, so a joining request holds
+running streams up for a bounded time), advances every other active row by one frame, and decodes the rows
 whose next chunk is complete, batched by chunk length, with the incremental codec. Results reach the
 event loop through `call_soon_threadsafe`; nothing here ever blocks it.
 
@@ -30,7 +31,7 @@ from ..errors import EngineBusyError, EngineOutOfMemoryError, EngineStoppedError
 from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
 from ..model.tts_model import Qwen3TTSModel
-from .jobs import AudioChunk, SpeechJob
+from .jobs import AudioChunk, RequestClock, SpeechJob
 from .model_manager import ModelManager
 from .placement import pin_engine_thread
 
@@ -65,26 +66,41 @@ class _Handle:
     loop: asyncio.AbstractEventLoop
     queue: asyncio.Queue
     submitted: float
-    deadline: float | None
+    clock: RequestClock
     cancelled: bool = False
     row: int | None = None
     admitted: float | None = None
     codec: CodecStreamState | None = None
     pending: list[torch.Tensor] = field(default_factory=list)
     frames_sent: int = 0
+    frames_taken: int = 0  # by the client (counted on the event loop)
+    paused: bool = False
     finish_reason: str | None = None
 
     def __post_init__(self):
         self.sizes = self.job.chunk_sizes()
         self.next_size = next(self.sizes)
 
-    def expired(self, now: float) -> bool:
-        """Cancelled by its client, or past its deadline."""
-        return self.cancelled or (self.deadline is not None and now > self.deadline)
+    def frames_ahead(self) -> int:
+        """Frames delivered that the client has not taken yet (frames still to make a chunk are not counted: a
+        row never pauses on audio its client could not take)."""
+        return self.frames_sent - self.frames_taken
 
     def deliver(self, item) -> None:
+        self._call_in_loop(self.queue.put_nowait, item)
+
+    def drop(self, error: TTSError) -> None:
+        """Fail the job, discarding the audio its client has not taken: it never will."""
+        self._call_in_loop(self._replace_queue, error)
+
+    def _replace_queue(self, error: TTSError) -> None:
+        while not self.queue.empty():
+            self.queue.get_nowait()
+        self.queue.put_nowait(error)
+
+    def _call_in_loop(self, function, item) -> None:
         try:
-            self.loop.call_soon_threadsafe(self.queue.put_nowait, item)
+            self.loop.call_soon_threadsafe(function, item)
         except RuntimeError:  # the event loop is gone; nobody is listening
             self.cancelled = True
 
@@ -110,6 +126,10 @@ class JobStream:
             raise StopAsyncIteration
         if isinstance(item, BaseException):
             raise item
+        self._handle.frames_taken += item.frames
+        self._handle.clock.took()
+        if self._handle.paused:
+            self._engine.wake()
         return item
 
     async def aclose(self) -> None:
@@ -156,6 +176,7 @@ class Engine:
         max_prefills_per_step: int = 2,
         max_frames_cap: int = MAX_REQUEST_FRAMES,
         cpu_cores: set[int] | None = None,
+        stream_buffer_seconds: float = 30.0,
     ):
         self.models = models if isinstance(models, ModelManager) else ModelManager.fixed(models)
         self.max_batch_size = max_batch_size or default_batch_size()
@@ -163,6 +184,8 @@ class Engine:
         self.max_queue_depth = max_queue_depth  # 0: no limit
         self.max_prefills_per_step = max_prefills_per_step
         self.cpu_cores = cpu_cores  # the engine thread's CPU cores (None: all)
+        # Audio a stream may hold ahead of its client before its row pauses (0: no bound).
+        self.stream_buffer_seconds = stream_buffer_seconds
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
         self.longest_prefill_stall = 0.0  # seconds running streams waited for joining prefills
         self.pace = Pace()
@@ -172,6 +195,7 @@ class Engine:
         self._active: dict[int, _Handle] = {}
         self._cv = threading.Condition()
         self._stopping = False
+        self._nudged = False  # woken since the engine thread last looked (a client took audio, ...)
         self._thread: threading.Thread | None = None
         # Told after every step, on the engine thread: (step seconds, codec decode seconds or None).
         self._step_listeners: list[StepListener] = []
@@ -205,16 +229,18 @@ class Engine:
 
     def wake(self) -> None:
         with self._cv:
+            self._nudged = True
             self._cv.notify()
 
     # -- the asyncio side ------------------------------------------------------------------------------
 
-    def submit(self, job: SpeechJob) -> JobStream:
-        """Queue a job; call from the event loop. Raises EngineBusyError at once when the queue is full, and
+    def submit(self, job: SpeechJob, clock: RequestClock | None = None) -> JobStream:
+        """Queue a job; call from the event loop. `clock` is its request's (shared by the request's segments);
+        without one the job's own timeout applies. Raises EngineBusyError at once when the queue is full, and
         EngineStoppedError when the engine is stopping or has failed."""
         loop = asyncio.get_running_loop()
-        now = time.monotonic()
-        handle = _Handle(job, loop, asyncio.Queue(), now, now + job.timeout if job.timeout else None)
+        clock = clock or RequestClock(job.timeout)
+        handle = _Handle(job, loop, asyncio.Queue(), time.monotonic(), clock)
         with self._cv:
             if self.failure is not None:
                 raise EngineStoppedError(self._stopped_message())
@@ -247,7 +273,13 @@ class Engine:
 
     @property
     def active(self) -> int:
-        return len(self._active)
+        """Requests whose rows step (paused ones not counted)."""
+        return sum(not handle.paused for handle in self._active.values())
+
+    @property
+    def paused(self) -> int:
+        """Requests whose rows wait for their client to take the audio they hold."""
+        return sum(handle.paused for handle in self._active.values())
 
     # -- the engine thread -----------------------------------------------------------------------------
 
@@ -274,23 +306,57 @@ class Engine:
 
     def _serve(self) -> None:
         while True:
+            self._expire()
+            self._apply_backpressure()
             with self._cv:
-                while not (self._stopping or self._interactive or self._batch or self._active):
-                    self._wait_idle()
                 if self._stopping:
                     return
-            self._expire()
-            running = bool(self._active)
+                idle = not (self._interactive or self._batch or self._stepping())
+                if idle and not self._nudged:
+                    self._wait_idle()
+                self._nudged = False
+            if idle:
+                continue
+            running = self._stepping()
             started = time.perf_counter()
             self._admit()
             if running:
                 self.longest_prefill_stall = max(self.longest_prefill_stall, time.perf_counter() - started)
-            if self._active:
+            if self._stepping():
                 self._step()
                 self.models.touch()  # activity counts per frame: a long stream is never unloaded
 
+    def _stepping(self) -> bool:
+        return any(not handle.paused for handle in self._active.values())
+
+    def _apply_backpressure(self) -> None:
+        """Pause the rows whose client has `stream_buffer_seconds` of their audio yet to take, resume the others."""
+        if not self.stream_buffer_seconds or self.model is None:
+            return
+        limit = self.stream_buffer_seconds / self.model.frames_to_seconds(1)
+        now = time.monotonic()
+        for handle in self._active.values():
+            behind = handle.frames_ahead() >= limit
+            if behind and not handle.paused:
+                handle.paused = True
+                self.generator.pause(handle.row)
+                handle.clock.pause(now)
+            elif handle.paused and not behind:
+                self._resume(handle, now)
+
+    def _resume(self, handle: _Handle, now: float) -> None:
+        handle.paused = False
+        self.generator.resume(handle.row)
+        handle.clock.resume(now)
+
     def _wait_idle(self) -> None:
-        """Sleep until work arrives, unloading the model once it has been idle for its timeout."""
+        """Sleep until work arrives (or a paused stream's client could count as stalled), unloading the model once
+        it has been idle for its timeout; never while paused rows hold their place in it."""
+        if self._active:
+            now = time.monotonic()
+            checks = [h.clock.stall_check_in(now) for h in self._active.values()]
+            self._cv.wait(timeout=min((c for c in checks if c is not None), default=None))
+            return
         models = self.models
         if models.loaded is None or not models.idle_timeout:
             self._cv.wait()
@@ -305,17 +371,22 @@ class Engine:
         now = time.monotonic()
         with self._cv:
             for waiting in (self._interactive, self._batch):
-                for handle in [h for h in waiting if h.expired(now)]:
+                for handle in [h for h in waiting if h.cancelled or h.clock.over_time(now)]:
                     waiting.remove(handle)
                     if not handle.cancelled:
-                        handle.deliver(RequestTimeoutError(f"the request waited past its {handle.job.timeout} s limit"))
+                        limit = handle.clock.timeout
+                        handle.deliver(RequestTimeoutError(f"the request waited past its {limit:g} s limit"))
         for handle in list(self._active.values()):
-            if handle.expired(now):
+            clock = handle.clock
+            if handle.cancelled:
                 self._free(handle)
-                if not handle.cancelled:
-                    handle.deliver(
-                        RequestTimeoutError(f"the request ran past its {handle.job.timeout} s limit and was stopped")
-                    )
+            elif clock.over_time(now):
+                self._free(handle)
+                stopped = f"the request ran past its {clock.timeout:g} s limit and was stopped"
+                handle.deliver(RequestTimeoutError(stopped))
+            elif handle.paused and clock.client_stalled(now):
+                self._free(handle)
+                handle.drop(RequestTimeoutError(f"the client took no audio for {clock.timeout:g} s and was dropped"))
 
     def _next_waiting(self) -> _Handle | None:
         with self._cv:
@@ -433,6 +504,8 @@ class Engine:
             handle.deliver(error)
 
     def _free(self, handle: _Handle) -> None:
+        if handle.paused:
+            self._resume(handle, time.monotonic())
         self.generator.remove(handle.row)
         del self._active[handle.row]
 

@@ -1,7 +1,8 @@
 """Step-wise generation of codec frames over a batch of rows.
 
 `FrameGenerator` owns one talker KV cache with a fixed number of rows. `add` prefills a row from its
-prompt and samples its first codebook-0 code; `step` advances every active row by one 80 ms frame:
+prompt and samples its first codebook-0 code; `step` advances every active row that is not paused
+(`pause`: its consumer is behind) by one 80 ms frame:
 the code predictor completes the frame (codebooks 1..15), then one talker step per row, each at its
 own position, samples the next codebook-0 code. A row ends on EOS (never before `MIN_FRAMES`) or when it
 reaches its frame budget. This is the interface the engine drives; nothing here knows about requests.
@@ -71,6 +72,8 @@ class FrameGenerator:
         # to step lives in the per-row device buffers below, so a step depends on the host only through which
         # rows run.
         self.rows: list[SamplingParams | None] = [None] * rows
+        # Rows held by their consumer: they keep their place and cache but skip steps until resumed.
+        self.paused: set[int] = set()
         vocab = self.cfg.vocab_size
         self.running = torch.zeros(rows, dtype=torch.bool, device=self.device)
         self.hidden = torch.zeros(rows, self.cfg.stack.hidden_size, dtype=self.dtype, device=self.device)
@@ -101,7 +104,13 @@ class FrameGenerator:
 
     @property
     def active(self) -> list[int]:
+        """The rows that hold a request, paused or not."""
         return [i for i, row in enumerate(self.rows) if row is not None]
+
+    @property
+    def stepping(self) -> list[int]:
+        """The active rows that are not paused: those a step advances."""
+        return [i for i in self.active if i not in self.paused]
 
     def free_rows(self) -> list[int]:
         return [i for i, row in enumerate(self.rows) if row is None]
@@ -110,6 +119,17 @@ class FrameGenerator:
         """Drop a row (its request was cancelled); the row is free for the next `add` at once."""
         self.rows[row] = None
         self.running[row] = False
+        self.paused.discard(row)
+
+    def pause(self, row: int) -> None:
+        """Hold an active row: it skips steps at no cost (not running, it is masked like a free row in a static
+        step) and, resumed, makes exactly the frames it would have made; the other rows' frames do not change."""
+        self.paused.add(row)
+        self.running[row] = False
+
+    def resume(self, row: int) -> None:
+        self.paused.remove(row)
+        self.running[row] = True
 
     @torch.inference_mode()
     def add(self, prompt: TalkerPrompt, params: SamplingParams, max_frames: int, suppress_eos: bool = False) -> int:
@@ -152,8 +172,8 @@ class FrameGenerator:
 
     @torch.inference_mode()
     def step(self) -> list[Frame]:
-        """Advance every active row by one frame; returns one frame per row that was active."""
-        indices = self.active
+        """Advance every active row that is not paused by one frame; returns one frame per row it advanced."""
+        indices = self.stepping
         if not indices:
             return []
         if self.static:
@@ -181,10 +201,11 @@ class FrameGenerator:
         return frames
 
     def static_shape(self, indices: list[int]) -> tuple[int, int]:
-        """The (bucket, span) of a static step over the active rows `indices`: the smallest bucket that holds
-        them all, and their longest span rounded up to SPAN_STEP."""
+        """The (bucket, span) of a static step over the rows `indices`: the smallest bucket that holds them all,
+        and the longest span of the active rows in it rounded up to SPAN_STEP. A paused row in the bucket counts:
+        its masked write lands at its own next position only while that position is inside the span."""
         bucket = next(size for size in self.buckets if size > indices[-1])
-        span = max(self.cache.lengths[i] for i in indices) + 1
+        span = max(self.cache.lengths[i] for i in self.active if i < bucket) + 1
         return bucket, -(-span // SPAN_STEP) * SPAN_STEP
 
     @torch.inference_mode()

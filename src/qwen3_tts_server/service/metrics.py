@@ -129,7 +129,14 @@ class _LiveState(Collector):
     def collect(self) -> Iterator:
         engine = self._engine
         yield GaugeMetricFamily("qwen3_tts_queue_depth", "Requests waiting for an engine row", value=engine.waiting)
-        yield GaugeMetricFamily("qwen3_tts_active_streams", "Requests holding an engine row", value=engine.active)
+        yield GaugeMetricFamily(
+            "qwen3_tts_active_streams", "Requests whose engine rows step (paused ones not counted)", value=engine.active
+        )
+        yield GaugeMetricFamily(
+            "qwen3_tts_paused_streams",
+            "Requests whose engine rows wait for their client to take the audio they hold (backpressure)",
+            value=engine.paused,
+        )
         yield GaugeMetricFamily(
             "qwen3_tts_batch_occupancy", "Active rows over the batch size", value=engine.active / engine.max_batch_size
         )

@@ -104,7 +104,6 @@ class SpeechService:
                     cut_segments=[int(index) for index in cut.split(",")] if cut else [],
                     cache="hit",
                 )
-        timeout = self.request_timeout
         stream = SpeechStream(
             **output,
             text_tokens=text.text_tokens,
@@ -115,7 +114,7 @@ class SpeechService:
             ],
             encoder=StreamEncoder(checked.format, checked.sample_rate, model.sample_rate),
             tempo=Tempo(request.speed, model.sample_rate) if request.speed != 1.0 else None,
-            deadline=time.monotonic() + timeout if timeout else None,
+            timeout=self.request_timeout or None,
             cache="off" if prepared.cache_key is None else "miss",
         )
         if prepared.cache_key is not None:

@@ -23,7 +23,7 @@ from ..audio.encoding import StreamEncoder
 from ..audio.seams import fade_seams
 from ..audio.tempo import Tempo
 from ..engine.engine import Engine, JobStream
-from ..engine.jobs import AudioChunk, SpeechJob
+from ..engine.jobs import AudioChunk, RequestClock, SpeechJob
 from ..errors import TTSError, error_body
 from ..text.frontend import TextSegment
 
@@ -124,25 +124,23 @@ class SpeechStream(SpeechOutput):
     jobs: list[SpeechJob]  # one per segment
     encoder: StreamEncoder
     tempo: Tempo | None = None  # speed != 1
-    deadline: float | None = None  # time.monotonic() by which the whole request must be done
+    timeout: float | None = None  # seconds the whole request may take, time paused for its client not counted
     # Told the complete response as one file once it has played to the end (the output cache stores it).
     on_complete: Callable[[bytes], Awaitable[None]] | None = None
     _running: deque[JobStream] = field(default_factory=deque)
+    _clock: RequestClock | None = None
 
     def start(self) -> None:
         """Submit the first segment's job; raises at once when the engine refuses it (a full queue)."""
-        self._running.append(self._submit(self.jobs[0]))
-
-    def _submit(self, job: SpeechJob) -> JobStream:
-        if self.deadline is not None:
-            job = replace(job, timeout=max(self.deadline - time.monotonic(), 0.001))
-        return self.engine.submit(job)
+        self._clock = RequestClock(self.timeout)
+        self._running.append(self.engine.submit(self.jobs[0], self._clock))
 
     async def chunks(self) -> AsyncIterator[tuple[int, AudioChunk]]:
         """(segment, chunk) for every segment's chunks in order, the next segment submitted as this one starts."""
         for index in range(len(self.jobs)):
             if index + 1 < len(self.jobs):
-                self._running.append(self._submit(replace(self.jobs[index + 1], continuation=True)))
+                following = replace(self.jobs[index + 1], continuation=True)
+                self._running.append(self.engine.submit(following, self._clock))
             current = self._running[0]
             async for chunk in current:
                 if index == 0:

@@ -1,0 +1,135 @@
+"""Backpressure: a stream whose client has not taken STREAM_BUFFER_SECONDS of its audio pauses its engine row
+(skipping steps, keeping its place and cache) and resumes when the client catches up; paused rows change no
+other row's codes and make their own codes as if never paused; a client that takes nothing for the request's
+time limit is dropped with its row freed; time paused for a slow client does not count against the limit."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+
+from qwen3_tts_server.engine.jobs import RequestClock
+from qwen3_tts_server.errors import RequestTimeoutError
+from qwen3_tts_server.model.generation import SPAN_STEP, FrameGenerator
+from qwen3_tts_server.model.prompt import SpeechInput
+from step_schedule import CHINESE, SHORT
+from test_engine import REQUESTS, collect, job_for, run_engine
+
+# Long enough that its prompt alone passes SPAN_STEP cache positions while the other rows stay below it.
+LONG = SpeechInput(
+    " ".join(["The quick brown fox jumps over the lazy dog near the quiet river bank."] * 12), "English", "Vivian"
+)
+
+
+@pytest.mark.parametrize("static", [False, True], ids=["eager", "static"])
+def test_paused_rows_change_no_codes_and_resume_where_they_stopped(models, static):
+    model = models["custom_voice"]
+
+    def run(pauses: dict[int, range]) -> dict[int, np.ndarray]:
+        generator = FrameGenerator(model.talker, rows=4, initial_capacity=64, static=static)
+        requests = [
+            (LONG, model.sampling(seed=7)),
+            (SHORT, model.sampling(seed=9, temperature=1.1)),
+            (CHINESE, model.sampling().greedy()),
+        ]
+        for request, params in requests:
+            generator.add(model.prompts.build(request), params, 40, suppress_eos=True)
+        # The paused row 0 is longer than SPAN_STEP while the rows that step are not: a static step's span must
+        # still cover it, or its masked write would land inside its own cache.
+        assert generator.cache.lengths[0] > SPAN_STEP > max(generator.cache.lengths[1:3])
+        codes: dict[int, list[np.ndarray]] = {row: [] for row in range(3)}
+        for step in range(200):
+            if not generator.active:
+                break
+            for row, steps in pauses.items():
+                if step == steps.start:
+                    generator.pause(row)
+                elif step == steps.stop:
+                    generator.resume(row)
+            frames = generator.step() if generator.stepping else []
+            assert not {frame.row for frame in frames} & generator.paused, "a paused row made a frame"
+            for frame in frames:
+                codes[frame.row].append(frame.codes.cpu().numpy())
+        return {row: np.stack(frames) for row, frames in codes.items()}
+
+    straight = run({})
+    paused = run({0: range(3, 25), 2: range(10, 14)})
+    for row in range(3):
+        np.testing.assert_array_equal(paused[row], straight[row], err_msg=f"row {row}")
+    assert all(len(codes) == 40 for codes in paused.values())
+
+
+BUFFER_SECONDS = 0.4  # 5 frames of 80 ms
+
+
+def test_a_client_that_reads_nothing_pauses_its_row_and_others_run_at_full_speed(models):
+    model = models["custom_voice"]
+    params = [model.sampling(seed=3), model.sampling(seed=4)]
+    solo = [
+        model.generate([request], p, max_frames=60, suppress_eos=True)[0].codes
+        for request, p in zip(REQUESTS[:2], params, strict=True)
+    ]
+
+    async def scenario(engine):
+        reader_away = engine.submit(job_for(model, REQUESTS[0], params[0], max_frames=60, suppress_eos=True))
+        other = await collect(engine.submit(job_for(model, REQUESTS[1], params[1], max_frames=60, suppress_eos=True)))
+        seen = (engine.active, engine.paused, engine.generator.stepping, engine.generator.active)
+        held = reader_away._handle.frames_sent
+        away = await collect(reader_away)  # the client comes back: the row resumes and finishes
+        return other, away, seen, held, (engine.active, engine.paused, engine.generator.active)
+
+    other, away, seen, held, after = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
+    np.testing.assert_array_equal(other[0], solo[1])
+    np.testing.assert_array_equal(away[0], solo[0])
+    assert seen == (0, 1, [], [0]), "the paused row holds its place, steps no more and is not counted as active"
+    assert 5 <= held <= 5 + 8, "at most the buffer and one chunk were made ahead of the client"
+    assert after == (0, 0, [])
+
+
+def test_a_client_that_takes_nothing_for_the_time_limit_is_dropped_with_its_audio(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        stream = engine.submit(
+            job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=500, suppress_eos=True), RequestClock(0.5)
+        )
+        while not engine.paused:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0.8)
+        with pytest.raises(RequestTimeoutError, match="took no audio for 0.5 s"):
+            await anext(stream)  # the audio it held was dropped: the error comes first
+        return engine.active, engine.paused, engine.generator.active
+
+    assert run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS) == (0, 0, [])
+
+
+def test_time_paused_for_a_slow_client_does_not_count_against_the_limit(models):
+    model = models["custom_voice"]
+    params = model.sampling(seed=6)
+    solo = model.generate([REQUESTS[2]], params, max_frames=40, suppress_eos=True)[0].codes
+
+    async def scenario(engine):
+        clock = RequestClock(1.0)
+        chunks = []
+        async for chunk in engine.submit(job_for(model, REQUESTS[2], params, max_frames=40, suppress_eos=True), clock):
+            chunks.append(chunk)
+            await asyncio.sleep(0.2)  # 8 chunks: 1.6 s, past the 1 s limit, mostly paused
+        return chunks
+
+    chunks = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
+    np.testing.assert_array_equal(np.concatenate([c.codes for c in chunks]), solo)
+    assert chunks[-1].elapsed_seconds > 1.0 and chunks[-1].finish_reason == "length"
+
+
+def test_without_a_bound_the_engine_runs_ahead_of_the_client(models):
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        stream = engine.submit(job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=60, suppress_eos=True))
+        while stream._handle.frames_sent < 60:
+            await asyncio.sleep(0.01)
+        return engine.paused, len(await collect(stream))
+
+    assert run_engine(model, scenario, stream_buffer_seconds=0) == (0, 3)
