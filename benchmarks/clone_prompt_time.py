@@ -10,7 +10,6 @@ saved prompt from disk. Prints JSON lines and writes benchmarks/results/clone_pr
 from __future__ import annotations
 
 import argparse
-import io
 import json
 import statistics
 import sys
@@ -18,26 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-import numpy as np
-import soundfile as sf
 import torch
 
 from qwen3_tts_server.audio.reference import load_reference
+from qwen3_tts_server.bench.traffic import reference_wav
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
 from qwen3_tts_server.model.voice_prompt import VoicePrompt
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def reference_wav(seconds: float = 10.0, rate: int = 44100) -> bytes:
-    t = np.arange(int(seconds * rate)) / rate
-    phase = 2 * np.pi * np.cumsum(140 + 40 * np.sin(2 * np.pi * 0.7 * t)) / rate
-    voice = sum(np.sin(k * phase) / k for k in range(1, 8)) * np.clip(np.sin(2 * np.pi * 4 * t), 0, None) ** 0.5
-    data = np.stack([0.2 * voice, 0.15 * voice], axis=1).astype(np.float32)
-    buffer = io.BytesIO()
-    sf.write(buffer, data, rate, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
 
 
 def median_seconds(action, repeats: int) -> float:

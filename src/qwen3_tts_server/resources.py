@@ -23,3 +23,20 @@ def release_free_memory() -> None:
     except (OSError, AttributeError):
         return
     trim(0)
+
+
+def open_descriptors() -> int | None:
+    """File descriptors this process has open (Linux /proc; None elsewhere)."""
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:
+        return None
+
+
+def os_threads() -> int | None:
+    """Threads of this process, native ones (torch's, the allocator's) included (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/status") as status:
+            return next(int(line.split()[1]) for line in status if line.startswith("Threads:"))
+    except (OSError, ValueError, StopIteration):
+        return None

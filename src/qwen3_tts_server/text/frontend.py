@@ -50,9 +50,14 @@ def _text_segments(text: str, language: str, normalize_text: bool, max_chars: in
     return tuple(segments)
 
 
+def text_cache_entries() -> int:
+    """Texts the front end remembers (at most 1024)."""
+    return _text_segments.cache_info().currsize
+
+
 def clear_text_cache() -> int:
     """Forget the front end's remembered texts; returns how many there were."""
-    held = _text_segments.cache_info().currsize
+    held = text_cache_entries()
     _text_segments.cache_clear()
     return held
 
