@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -47,9 +48,17 @@ class RedisServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGCONT)  # a paused server would not act on the SIGTERM
             self.process.terminate()
             self.process.wait(timeout=10)
         self.process = None
+
+    def pause(self) -> None:
+        """Freeze the server (SIGSTOP): the kernel still accepts connections, nothing answers (a hung Redis)."""
+        self.process.send_signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self.process.send_signal(signal.SIGCONT)
 
     def client(self) -> redis.Redis:
         return redis.Redis.from_url(self.url)

@@ -84,6 +84,14 @@ class UnsupportedModelError(CheckpointError):
     code = "unsupported_model"
 
 
+class ModelUnavailableError(CheckpointError):
+    """The model cannot be loaded now: its checkpoint is missing or unreadable, or a load failed moments ago. A 503,
+    not a 500: nothing is wrong with the request, and the server serves again once its checkpoint is fixed."""
+
+    status = 503
+    code = "model_unavailable"
+
+
 class EngineBusyError(TTSError):
     """The wait queue is full; the API answers 503 with Retry-After: `retry_after`, whole seconds until the
     queue has likely drained."""

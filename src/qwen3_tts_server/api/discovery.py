@@ -41,9 +41,12 @@ async def health(services: ServicesDep) -> JSONResponse:
 @router.get("/ready")
 async def ready(services: ServicesDep) -> JSONResponse:
     """Ready once started (a model that is not loaded loads on the first request), unless the engine thread has
-    stopped or the last attempt to load the model failed; then 503 with the reason in `error`."""
+    stopped or the last attempt to load the model failed; then 503 with the reason in `error`, and the load is
+    tried again in the background (a checkpoint fixed in place makes the replica ready without a request)."""
     models = services.models
     error = services.engine.failure or models.last_error
+    if services.engine.failure is None and models.last_error is not None:
+        models.retry_failed_load()
     body = {"ready": error is None, "model": models.state.value}
     if error is not None:
         body["error"] = error

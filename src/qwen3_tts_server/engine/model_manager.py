@@ -1,5 +1,11 @@
 """Model lifecycle: load on first use (once, however many callers race), warm up before ready, unload
-after a stretch without work and give the memory back."""
+after a stretch without work and give the memory back.
+
+A failed load that took `QUICK_FAILURE` seconds or more is remembered for as long as it took (at most
+`MAX_RETRY_DELAY`): callers meanwhile fail at once with its reason instead of each waiting for another failing
+load, and the first caller after that loads again. A quicker failure (a missing or truncated file) costs little to
+try again, so the next caller does. Either way a checkpoint fixed in place is picked up without a restart.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,7 @@ import asyncio
 import enum
 import gc
 import logging
+import math
 import os
 import threading
 import time
@@ -16,7 +23,7 @@ from concurrent.futures import Future
 import numpy as np
 import torch
 
-from ..errors import TTSError
+from ..errors import CheckpointError, ModelUnavailableError, TTSError
 from ..model.config import TTSConfig
 from ..model.prompt import SpeechInput
 from ..model.tts_model import Qwen3TTSModel
@@ -25,6 +32,9 @@ from ..resources import release_free_memory
 from .placement import use_torch_threads
 
 log = logging.getLogger(__name__)
+
+QUICK_FAILURE = 1.0  # seconds: a load that fails sooner is tried again by the next caller
+MAX_RETRY_DELAY = 30.0  # seconds: the longest a failed load is remembered before the next caller tries again
 
 
 class ModelState(str, enum.Enum):
@@ -81,6 +91,8 @@ class ModelManager:
         self.state = ModelState.UNLOADED
         self.loads = 0
         self.last_error: str | None = None  # why the last load failed; None after a good one
+        self._failure: str | None = None  # what callers are told while a failed load is remembered
+        self._retry_at = -math.inf  # monotonic time before which a failed load is not tried again
         self.last_used = time.monotonic()
 
     @classmethod
@@ -93,6 +105,11 @@ class ModelManager:
     @property
     def loaded(self) -> Qwen3TTSModel | None:
         return self._model
+
+    @property
+    def retry_in(self) -> float:
+        """Seconds until a failed load may be tried again; 0 when the next caller would load."""
+        return max(0.0, self._retry_at - time.monotonic())
 
     def config(self) -> TTSConfig:
         """The checkpoint's config, read once, without loading the model or counting as use. Blocking: the first
@@ -127,9 +144,20 @@ class ModelManager:
         self.touch()
         return model
 
+    def retry_failed_load(self) -> None:
+        """Load again in the background if the last load failed and its wait is over: a readiness probe's part, for
+        a replica its balancer has taken out gets no request that would retry, and would stay out after a fix."""
+        if self._model is None and self.last_error is not None:
+            self._load()  # its failure, if any, stays in last_error
+
     def _load(self) -> Future[Qwen3TTSModel]:
-        """The load under way, or a new one started (a failed load is tried again by the next caller)."""
+        """The load under way, a new one started, or, while a failed load is remembered, its failure."""
         with self._lock:
+            wait = self.retry_in
+            if self._loading is None and wait > 0:
+                failed: Future[Qwen3TTSModel] = Future()
+                failed.set_exception(ModelUnavailableError(f"{self._failure} (the next attempt in {wait:.1f} s)"))
+                return failed
             if self._loading is None:
                 self._loading = Future()
                 self._loading.set_running_or_notify_cancel()  # a waiter that gives up does not cancel the load
@@ -147,14 +175,29 @@ class ModelManager:
             gc.collect()
             release_free_memory()  # the load's float32 and bfloat16 copies of what was quantised or cast
         except BaseException as exc:
+            failed = time.monotonic()
+            took = failed - started
+            # A checkpoint that cannot be read is the operator's to fix, and its message is meant for users. Anything
+            # else reaches its waiters as raised (the engine logs it and answers a generic 500), and later callers
+            # are not told its text.
+            unreadable = isinstance(exc, CheckpointError)
+            failure = f"the model cannot be loaded: {exc}" if unreadable else "loading the model failed"
             with self._lock:
                 self.state = ModelState.UNLOADED
                 self.last_error = str(exc) or type(exc).__name__
+                self._failure = failure
+                self._retry_at = failed + min(took, MAX_RETRY_DELAY) if took >= QUICK_FAILURE else -math.inf
                 self._loading = None
+            log.error("loading the model failed after %.2f s: %s", took, self.last_error)
+            if unreadable and not isinstance(exc, ModelUnavailableError):
+                unavailable = ModelUnavailableError(failure, exc.param)
+                unavailable.__cause__ = exc
+                exc = unavailable
             loading.set_exception(exc)
             return
         with self._lock:
-            self.last_error = None
+            self.last_error = self._failure = None
+            self._retry_at = -math.inf
             self._model, self._config = model, model.config
             self.loads += 1
             self.state = ModelState.READY

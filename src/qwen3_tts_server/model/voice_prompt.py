@@ -16,7 +16,7 @@ from typing import Literal
 
 import torch
 from safetensors import SafetensorError
-from safetensors.torch import load_file, save_file
+from safetensors.torch import load_file, save
 
 from ..errors import InvalidInputError
 
@@ -50,7 +50,8 @@ class VoicePrompt:
         tensors = {"speaker_embedding": self.speaker_embedding.contiguous()}
         if self.ref_codes is not None:
             tensors["ref_codes"] = self.ref_codes.contiguous()
-        save_file(tensors, str(path.with_suffix(".safetensors")))
+        # Bytes written by Python, so that a full disk raises OSError (ENOSPC), which the library answers with a 507.
+        path.with_suffix(".safetensors").write_bytes(save(tensors))
         meta = {
             "format": FORMAT_VERSION,
             "id": self.id,

@@ -239,7 +239,8 @@ class RedisAudioCache(AudioCache):
     `ttl_seconds <= 0` stores without expiry (then Redis's own maxmemory policy bounds the cache). Entries
     over `max_entry_bytes` of audio are not stored. After a failure Redis is left alone for
     `retry_after` seconds (calls are misses / skipped puts meanwhile), so a dead server costs a request at
-    most one timeout per interval rather than one per call.
+    most one timeout per interval rather than one per call. Both default short: a Redis that is down or hung
+    holds one request up by at most `timeout`, and one that comes back is used again within `retry_after`.
     """
 
     backend = "redis"
@@ -252,13 +253,14 @@ class RedisAudioCache(AudioCache):
         prefix: str = "qwen3-tts:audio:",
         *,
         max_entry_bytes: int | None = None,
-        timeout: float = 1.0,
-        retry_after: float = 5.0,
+        timeout: float = 0.25,
+        retry_after: float = 1.0,
     ) -> None:
         # Imported here so the memory backend works without the redis package.
         from redis.asyncio import Redis
         from redis.asyncio.retry import Retry
         from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
 
         super().__init__()
         self.url = url
@@ -266,10 +268,10 @@ class RedisAudioCache(AudioCache):
         self.ttl_ms = max(1, round(ttl_seconds * 1000)) if ttl_seconds > 0 else None
         self.max_entry_bytes = max_entry_bytes
         self.retry_after = retry_after
-        # No retries: a failed call is a miss, and redis-py's retry defaults (some with backoff) vary.
-        self._client: Redis = Redis.from_url(
-            url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=Retry(NoBackoff(), 0)
-        )
+        # A failed call is a miss. One immediate retry, after a lost connection only: a pooled connection that a
+        # Redis restart closed fails its first command. Never after a timeout, which a hung Redis would cost twice.
+        retry = Retry(NoBackoff(), 1, supported_errors=(RedisConnectionError,))
+        self._client: Redis = Redis.from_url(url, socket_timeout=timeout, socket_connect_timeout=timeout, retry=retry)
         self._down_until = -math.inf
         self._last_warning = -math.inf
         self._suppressed = 0

@@ -3,6 +3,7 @@ the voice library."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 
 import torch
@@ -10,7 +11,8 @@ import torch
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..model.tts_model import Qwen3TTSModel
-from ..resources import resident_memory_bytes
+from ..resources import open_descriptors, os_threads, resident_memory_bytes
+from ..text.frontend import text_cache_entries
 from .audio_cache import AudioCache
 from .voice_library import VoiceLibrary
 
@@ -59,15 +61,21 @@ def health_report(models: ModelManager, engine: Engine, library: VoiceLibrary, a
             "device": str(model.device) if model else None,
             "dtype": str(model.dtype).removeprefix("torch.") if model else None,
             "loads": models.loads,
+            "error": models.last_error,  # why the last load failed; None after a good one
         },
         "gpu_name": gpu_name(model),
         "memory": memory,
         "queue_depth": engine.waiting,
         "max_queue_depth": engine.max_queue_depth,
         "active_streams": engine.active,
+        "paused_streams": engine.paused,  # waiting for their clients to take the audio they hold
+        "rows_held": len(engine.generator.active) if engine.generator is not None else 0,
         "max_batch_size": engine.max_batch_size,
         "audio_cache": audio_cache_report(audio_cache),
         "voices": {"library": len(library.list()), "cached_prompts": len(library.cache)},
+        "text_cache_entries": text_cache_entries(),
+        # What a leak would grow: the process's threads (native ones too), descriptors and the event loop's tasks.
+        "process": {"threads": os_threads(), "open_fds": open_descriptors(), "asyncio_tasks": len(asyncio.all_tasks())},
     }
     if engine.failure is not None:
         report["error"] = engine.failure

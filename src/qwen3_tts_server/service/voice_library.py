@@ -5,11 +5,14 @@ speak it) or a `prompt` voice (a stored voice description; VoiceDesign models sp
 folder `voices/<id>/` holding `voice.json` and, for audio-sample voices, the clone prompt
 (`prompt.safetensors` + `prompt.json`). A folder is written under a temporary name and renamed into place,
 so after a crash (kill -9 included) a voice is either complete or absent; leftovers are swept at start.
-Ids are generated here and checked against their pattern before any path is built from one.
+A disk that is full or read-only refuses a change whole: a 507 that says which, no half-written voice left
+behind, and the library as it was. Ids are generated here and checked against their pattern before any path is
+built from one.
 """
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import re
@@ -18,17 +21,21 @@ import shutil
 import threading
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import NotFoundError
+from ..errors import InsufficientStorageError, NotFoundError
 from ..model.voice_prompt import Mode, VoicePrompt
 
 VoiceType = Literal["audio_sample", "prompt"]
 _ID = re.compile(r"voice_[0-9a-f]{32}")
 _TEMP_PREFIX = ".incoming-"
 _TRASH_PREFIX = ".deleted-"
+_DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
+_READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 
 
 def default_data_dir() -> Path:
@@ -138,23 +145,32 @@ class VoiceLibrary:
             prompt_id=prompt.id if prompt else None,
         )
         staging = self.root / f"{_TEMP_PREFIX}{voice.id}"
-        staging.mkdir()
+        with _disk_refusals("the voice was not stored"):
+            try:
+                staging.mkdir()
+                if prompt is not None:
+                    prompt.save(staging / "prompt")
+                (staging / "voice.json").write_text(
+                    json.dumps(asdict(voice), ensure_ascii=False, indent=1), encoding="utf-8"
+                )
+                _fsync_folder(staging)
+                with self._lock:
+                    staging.rename(self.root / voice.id)
+                    _fsync_folder(self.root)
+                    self._voices[voice.id] = voice
+            except BaseException:
+                shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
+                raise
         if prompt is not None:
-            prompt.save(staging / "prompt")
             self.cache.put(prompt)
-        (staging / "voice.json").write_text(json.dumps(asdict(voice), ensure_ascii=False, indent=1), encoding="utf-8")
-        _fsync_folder(staging)
-        with self._lock:
-            staging.rename(self.root / voice.id)
-            _fsync_folder(self.root)
-            self._voices[voice.id] = voice
         return voice
 
     def delete(self, voice_id: str) -> StoredVoice:
         with self._lock:
             voice = self.get(voice_id)
             trash = self.root / f"{_TRASH_PREFIX}{voice.id}"
-            (self.root / voice.id).rename(trash)  # gone at once; the files go after
+            with _disk_refusals(f"voice {voice.id} was not deleted"):
+                (self.root / voice.id).rename(trash)  # gone at once; the files go after
             del self._voices[voice.id]
         shutil.rmtree(trash, ignore_errors=True)
         return voice
@@ -179,6 +195,20 @@ class VoiceLibrary:
     @staticmethod
     def _read(folder: Path) -> StoredVoice:
         return StoredVoice(**json.loads((folder / "voice.json").read_text(encoding="utf-8")))
+
+
+@contextmanager
+def _disk_refusals(outcome: str) -> Iterator[None]:
+    """A full or read-only disk raised as the 507 it is for clients (`outcome`: what did not happen); any other
+    failure as it is."""
+    try:
+        yield
+    except OSError as exc:
+        if exc.errno in _DISK_FULL:
+            raise InsufficientStorageError(f"the voice library's disk is full: {outcome}") from exc
+        if exc.errno in _READ_ONLY:
+            raise InsufficientStorageError(f"the voice library is read-only: {outcome}") from exc
+        raise
 
 
 def _fsync_folder(folder: Path) -> None:
