@@ -17,7 +17,7 @@ KEY = "s3cret"
     [(f"Bearer {KEY}", None), (None, KEY), ("Bearer wrong", KEY), (f"Bearer {KEY}", "wrong")],
 )
 def test_key_accepted_from_the_header_or_the_query(authorization, query_key):
-    assert key_accepted(KEY, authorization, query_key)
+    assert key_accepted([KEY], authorization, query_key)
 
 
 @pytest.mark.parametrize(
@@ -25,13 +25,13 @@ def test_key_accepted_from_the_header_or_the_query(authorization, query_key):
     [(None, None), ("", ""), ("Bearer wrong", None), (None, "wrong"), (f"Bearer {KEY}x", None), ("Bearer ", None)],
 )
 def test_wrong_or_missing_key_refused(authorization, query_key):
-    assert not key_accepted(KEY, authorization, query_key)
+    assert not key_accepted([KEY], authorization, query_key)
 
 
-@pytest.mark.parametrize("api_key", [None, ""])
-def test_no_key_configured_lets_everyone_in(api_key):
-    assert key_accepted(api_key, None)
-    assert key_accepted(api_key, "Bearer anything", "anything")
+@pytest.mark.parametrize("accepted_keys", [[], [""]])
+def test_no_key_configured_lets_everyone_in(accepted_keys):
+    assert key_accepted(accepted_keys, None)
+    assert key_accepted(accepted_keys, "Bearer anything", "anything")
 
 
 @pytest.mark.parametrize(

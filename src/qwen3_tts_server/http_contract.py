@@ -1,24 +1,55 @@
-"""What the server and the gateway both answer over HTTP: which paths need no API key, how a key is checked,
-OpenAI's error object and the metrics content type. Standard library only: the gateway imports it too."""
+"""What the server and the gateway both answer over HTTP: which paths need no API key, how a key is checked, what
+CORS allows, OpenAI's error object and the metrics content type. Standard library only: the gateway imports it too."""
 
 from __future__ import annotations
 
 import hmac
+from collections.abc import Sequence
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"})  # probes and scrapers come without keys
 UNAUTHORIZED_MESSAGE = "missing or wrong API key (Authorization: Bearer ...)"
 UNAUTHORIZED_CODE = "invalid_api_key"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text format 0.0.4
 
+# CORS (CORS_ORIGINS): what a browser page on an allowed origin may send, and which response headers it may read.
+CORS_METHODS = ("GET", "POST", "DELETE", "OPTIONS")
+CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Request-Id")
+CORS_EXPOSED_HEADERS = (
+    "X-Request-Id",
+    "Retry-After",
+    "X-Language",
+    "X-Segments",
+    "X-Segments-Cut",
+    "X-Cache",
+    "X-Spoken-Text",
+    "X-Audio-Frames",
+    "X-Latency-Queue-Ms",
+    "X-Latency-First-Audio-Ms",
+    "X-Latency-Infer-Ms",
+    "X-Latency-Encode-Ms",
+    "X-Latency-Total-Ms",
+    "X-PCM-Sample-Rate",
+    "X-PCM-Bit-Depth",
+    "X-PCM-Channels",
+)
+CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
-def key_accepted(api_key: str | None, authorization: str | None, query_key: str | None = None) -> bool:
+
+def key_accepted(accepted_keys: Sequence[str], authorization: str | None, query_key: str | None = None) -> bool:
     """True when no key is configured, or the `Authorization: Bearer` header or `query_key` (`?api_key=`, for
-    browsers, which cannot set WebSocket headers) carries it; compared in constant time."""
-    if not api_key:
+    browsers, which cannot set WebSocket headers) carries one of `accepted_keys`. Each key is compared in constant
+    time, and every one of them, so the time taken does not tell which key matched."""
+    if isinstance(accepted_keys, str):  # a lone key would be taken as its characters, each one a key
+        raise TypeError("accepted_keys is a list of keys, not one key")
+    keys = [key.encode() for key in accepted_keys if key]
+    if not keys:
         return True
-    expected = api_key.encode()
-    given = ((authorization or "").removeprefix("Bearer "), query_key or "")
-    return any(hmac.compare_digest(candidate.encode(), expected) for candidate in given)
+    given = ((authorization or "").removeprefix("Bearer ").encode(), (query_key or "").encode())
+    matched = False
+    for key in keys:
+        for candidate in given:
+            matched |= hmac.compare_digest(candidate, key)
+    return matched
 
 
 def error_type(status: int) -> str:

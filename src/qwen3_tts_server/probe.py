@@ -10,8 +10,8 @@ import os
 import httpx
 
 READY_PATH = "/ready"
-# A server listening on every interface is probed on the loopback of the same family.
-WILDCARD_HOSTS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}
+# A server listening on every interface is probed on the loopback of the same family (a mapping: it binds nothing).
+WILDCARD_HOSTS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}  # nosec B104
 
 
 def ready_url(host: str, port: int, tls: bool = False) -> str:

@@ -1,5 +1,6 @@
-"""The gateway's ASGI app: its own /health and /ready (never starting the worker), the API key checked before
-a worker is started for a request, everything else proxied, and one log line per proxied request."""
+"""The gateway's ASGI app: its own /health and /ready (never starting the worker), CORS preflights answered and
+the API key checked before a worker is started for a request, everything else proxied, and one log line per
+proxied request."""
 
 from __future__ import annotations
 
@@ -7,12 +8,24 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Sequence
 from urllib.parse import parse_qs
 
-from ..http_contract import METRICS_CONTENT_TYPE, UNAUTHORIZED_CODE, UNAUTHORIZED_MESSAGE, error_object, key_accepted
+from ..http_contract import (
+    CORS_EXPOSED_HEADERS,
+    CORS_MAX_AGE,
+    CORS_METHODS,
+    CORS_REQUEST_HEADERS,
+    METRICS_CONTENT_TYPE,
+    UNAUTHORIZED_CODE,
+    UNAUTHORIZED_MESSAGE,
+    error_object,
+    key_accepted,
+)
 from ..resources import resident_memory_bytes
 from .asgi import (
     CLIENT_CLOSED,
+    Message,
     Outcome,
     Receive,
     Scope,
@@ -28,26 +41,86 @@ from .worker import Worker, WorkerUnavailable
 
 log = logging.getLogger("qwen3_tts_server.gateway.request")
 WS_POLICY_VIOLATION = 1008
+# Request headers a browser may send without asking (the Fetch standard's CORS-safelisted ones).
+SAFELISTED_HEADERS = ("Accept", "Accept-Language", "Content-Language", "Content-Type")
+
+
+class Cors:
+    """CORS for what the gateway answers itself (preflights, its probes, a refused key, no worker) under the
+    policy the worker's middleware applies to what it answers: the same origins, methods and headers."""
+
+    def __init__(self, origins: Sequence[str]) -> None:
+        self.origins = frozenset(origins)
+        self.any_origin = "*" in self.origins
+        self.request_headers = frozenset(name.lower() for name in (*SAFELISTED_HEADERS, *CORS_REQUEST_HEADERS))
+
+    def is_preflight(self, scope: Scope) -> bool:
+        return (
+            bool(self.origins)
+            and scope["method"] == "OPTIONS"
+            and _header(scope, b"origin") is not None
+            and _header(scope, b"access-control-request-method") is not None
+        )
+
+    async def preflight(self, scope: Scope, send: Send) -> None:
+        """200 with what the page may do, or 400 naming what it may not (without Access-Control-Allow-Origin)."""
+        origin = _header(scope, b"origin") or ""
+        requested = (_header(scope, b"access-control-request-headers") or "").split(",")
+        headers = [
+            ("Vary", "Origin, Access-Control-Request-Method, Access-Control-Request-Headers"),
+            ("Access-Control-Allow-Methods", ", ".join(CORS_METHODS)),
+            ("Access-Control-Allow-Headers", ", ".join(sorted({*SAFELISTED_HEADERS, *CORS_REQUEST_HEADERS}))),
+            ("Access-Control-Max-Age", str(CORS_MAX_AGE)),
+        ]
+        refused = []
+        if self._allowed(origin):
+            headers.append(("Access-Control-Allow-Origin", "*" if self.any_origin else origin))
+        else:
+            refused.append("origin")
+        if _header(scope, b"access-control-request-method") not in CORS_METHODS:
+            refused.append("method")
+        if any(name.strip().lower() not in self.request_headers for name in requested if name.strip()):
+            refused.append("headers")
+        status, text = (400, "Disallowed CORS " + ", ".join(refused)) if refused else (200, "OK")
+        await send_text(_adding(send, headers), status, text, "text/plain; charset=utf-8")
+
+    def answering(self, scope: Scope, send: Send) -> Send:
+        """`send` for a response the gateway makes itself: with the headers a page on an allowed origin needs."""
+        origin = _header(scope, b"origin")
+        if not self.origins or origin is None:
+            return send
+        headers = [("Vary", "Origin"), ("Access-Control-Expose-Headers", ", ".join(CORS_EXPOSED_HEADERS))]
+        if self._allowed(origin):
+            headers.append(("Access-Control-Allow-Origin", "*" if self.any_origin else origin))
+        return _adding(send, headers)
+
+    def _allowed(self, origin: str) -> bool:
+        return self.any_origin or origin in self.origins
 
 
 class GatewayApp:
     def __init__(self, settings: GatewaySettings, worker: Worker) -> None:
         self.settings = settings
         self.worker = worker
+        self.cors = Cors(settings.cors_origins)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
             await self._lifespan(receive, send)
-        elif scope["path"] == "/health" and scope["type"] == "http":
-            await send_json(send, 200, await self._health())
-        elif scope["path"] == "/ready" and scope["type"] == "http":
-            await send_json(send, 200, {"ready": True, "worker": self.worker.state})
-        elif scope["path"] == "/metrics" and scope["type"] == "http":
-            await send_text(send, 200, await self._metrics(), METRICS_CONTENT_TYPE)
-        elif scope["type"] == "http":
-            await self._http(scope, receive, send)
         elif scope["type"] == "websocket":
             await self._websocket(scope, receive, send)
+        elif scope["type"] != "http":
+            return
+        elif self.cors.is_preflight(scope):  # browsers send no key with one: answered before the key check
+            await self.cors.preflight(scope, send)
+        elif scope["path"] == "/health":
+            await send_json(self.cors.answering(scope, send), 200, await self._health())
+        elif scope["path"] == "/ready":
+            await send_json(self.cors.answering(scope, send), 200, {"ready": True, "worker": self.worker.state})
+        elif scope["path"] == "/metrics":
+            await send_text(self.cors.answering(scope, send), 200, await self._metrics(), METRICS_CONTENT_TYPE)
+        else:
+            await self._http(scope, receive, send)
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         idle_stopper: asyncio.Task[None] | None = None
@@ -97,19 +170,20 @@ class GatewayApp:
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
         started = time.perf_counter()
         outcome = Outcome(CLIENT_CLOSED)
+        reply = self.cors.answering(scope, send)  # the worker's own middleware adds them to what it answers
         try:
-            if not key_accepted(self.settings.api_key, _header(scope, b"authorization")):
+            if not key_accepted(self.settings.accepted_keys, _header(scope, b"authorization")):
                 outcome.status = 401
-                await send_error(send, 401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
+                await send_error(reply, 401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
                 return
             from .proxy import proxy_http  # loaded with the first proxied request: an idle gateway stays small
 
             try:
                 async with self.worker.lease() as upstream:
-                    await proxy_http(scope, receive, send, upstream.client, outcome)
+                    await proxy_http(scope, receive, send, upstream.client, outcome, self.settings.body_timeout)
             except WorkerUnavailable as exc:
                 outcome.status = 503
-                await send_error(send, 503, str(exc), "worker_unavailable")
+                await send_error(reply, 503, str(exc), "worker_unavailable")
         except WorkerLost:
             outcome.status = 502
             raise
@@ -121,7 +195,8 @@ class GatewayApp:
         if (await receive())["type"] != "websocket.connect":
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
-        if not key_accepted(self.settings.api_key, _header(scope, b"authorization"), query.get("api_key", [None])[0]):
+        authorization, query_key = _header(scope, b"authorization"), query.get("api_key", [None])[0]
+        if not key_accepted(self.settings.accepted_keys, authorization, query_key):
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION, "reason": "missing or wrong API key"})
             self._log("WEBSOCKET", scope, Outcome(WS_POLICY_VIOLATION), started)
@@ -154,3 +229,15 @@ def _header(scope: Scope, name: bytes) -> str | None:
         if key.lower() == name:
             return value.decode("latin-1")
     return None
+
+
+def _adding(send: Send, headers: list[tuple[str, str]]) -> Send:
+    """`send` with `headers` added to the response's start."""
+    encoded = [(name.lower().encode("latin-1"), value.encode("latin-1")) for name, value in headers]
+
+    async def sending(message: Message) -> None:
+        if message["type"] == "http.response.start":
+            message = {**message, "headers": [*message.get("headers", []), *encoded]}
+        await send(message)
+
+    return sending

@@ -23,18 +23,23 @@ class GatewaySettings:
     ssl_certfile: str | None
     timeout_keep_alive: float
     idle_timeout: float
-    api_key: str | None
+    accepted_keys: tuple[str, ...]  # API_KEY and API_KEYS; none: no key is required
+    cors_origins: tuple[str, ...]
     shutdown_grace: float
     log_format: str
     log_level: str
     worker_host: str
     worker_port: int
     worker_start_timeout: float
+    body_timeout: float
 
     @classmethod
     def from_effective(cls, values: dict) -> GatewaySettings:
-        """From `config --json` output (keys are environment variable names)."""
-        return cls(**{name: values[name.upper()] for name in cls.__dataclass_fields__})
+        """From `config --json --show-secrets` output (keys are environment variable names)."""
+        fields = {name: values[name.upper()] for name in cls.__dataclass_fields__ if name != "accepted_keys"}
+        fields["cors_origins"] = tuple(fields["cors_origins"])
+        keys = tuple(key for key in (values["API_KEY"], *values["API_KEYS"]) if key)
+        return cls(**fields, accepted_keys=keys)
 
 
 def load_settings(argv: list[str]) -> tuple[GatewaySettings, list[str]]:

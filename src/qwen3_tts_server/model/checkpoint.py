@@ -53,7 +53,8 @@ def _download(repo_id: str) -> Path:
 
     offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes", "on")
     try:
-        return Path(snapshot_download(repo_id, local_files_only=offline))
+        # MODEL_ID's current revision, as asked; only safetensors, JSON and text are read from it, no code is run.
+        return Path(snapshot_download(repo_id, local_files_only=offline))  # nosec B615
     except LocalEntryNotFoundError as exc:
         raise CheckpointError(
             f"{repo_id} is not in the local hub cache and the hub cannot be reached"
