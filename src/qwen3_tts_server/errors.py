@@ -52,6 +52,20 @@ class BodyTimeoutError(InvalidInputError):
     code = "request_timeout"
 
 
+class HeadersTooLargeError(InvalidInputError):
+    """The request's headers are too many or too large."""
+
+    status = 431
+    code = "request_header_fields_too_large"
+
+
+class PendingTextLimitError(InvalidInputError):
+    """Text arrives faster than it is spoken: the session holds MAX_PENDING_TEXT characters not yet spoken."""
+
+    status = 429
+    code = "pending_text_limit"
+
+
 class UnsupportedMediaError(InvalidInputError):
     """Uploaded bytes are not audio in a format this server can decode."""
 

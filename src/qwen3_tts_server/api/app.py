@@ -7,12 +7,22 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
 from fastapi import FastAPI, Request
+from fastapi.middleware.cors import CORSMiddleware
 
 from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..engine.placement import helper_thread_pool
-from ..http_contract import OPEN_PATHS, UNAUTHORIZED_CODE, UNAUTHORIZED_MESSAGE, key_accepted
+from ..http_contract import (
+    CORS_EXPOSED_HEADERS,
+    CORS_MAX_AGE,
+    CORS_METHODS,
+    CORS_REQUEST_HEADERS,
+    OPEN_PATHS,
+    UNAUTHORIZED_CODE,
+    UNAUTHORIZED_MESSAGE,
+    key_accepted,
+)
 from ..service.audio_cache import build_audio_cache
 from ..service.cloning import VoiceCloner
 from ..service.metrics import CacheCounts, Metrics
@@ -22,7 +32,8 @@ from ..service.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
 from . import discovery, operations, realtime, speech, voices
 from .dependencies import Services
-from .errors import envelope, install_error_handlers, limit_upload_size
+from .errors import envelope, install_error_handlers
+from .limits import install_limits
 from .observability import InFlight, RequestObserver
 
 
@@ -40,6 +51,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         max_queue_depth=settings.max_queue_depth,
         max_frames_cap=settings.max_request_frames,
         cpu_cores=settings.cpu_cores(),
+        stream_buffer_seconds=settings.stream_buffer_seconds,
     )
     voice_service = VoiceService(models, library, VoiceCloner(prompt_cache))
     speech_service = SpeechService(
@@ -75,16 +87,27 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
     app.state.services = Services(settings, models, engine, speech_service, voice_service, metrics, audio_cache)
     install_error_handlers(app)
-    limit_upload_size(app)
-    api_key = settings.api_key.get_secret_value() if settings.api_key else None
-    if api_key:
+    accepted_keys = settings.accepted_keys()
+    if accepted_keys:
 
         @app.middleware("http")
         async def require_key(request: Request, call_next):
-            if request.url.path not in OPEN_PATHS and not key_accepted(api_key, request.headers.get("authorization")):
+            authorization = request.headers.get("authorization")
+            if request.url.path not in OPEN_PATHS and not key_accepted(accepted_keys, authorization):
                 return envelope(401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
             return await call_next(request)
 
+    install_limits(app, settings)
+    if settings.cors_origins:
+        # Outside the key check: a preflight carries no key, and a page may read a 401's envelope.
+        app.add_middleware(
+            CORSMiddleware,
+            allow_origins=settings.cors_origins,
+            allow_methods=CORS_METHODS,
+            allow_headers=CORS_REQUEST_HEADERS,
+            expose_headers=CORS_EXPOSED_HEADERS,
+            max_age=CORS_MAX_AGE,
+        )
     # Outermost: it sees every request, those refused with 401 or 413 included.
     app.add_middleware(RequestObserver, metrics=metrics, in_flight=in_flight)
     app.include_router(speech.router)

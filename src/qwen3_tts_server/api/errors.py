@@ -10,9 +10,6 @@ from starlette.exceptions import HTTPException
 from ..errors import EngineBusyError, TTSError, error_body, invalid_value
 from ..http_contract import error_object
 from .context import request_context
-from .schemas import MAX_UPLOAD_BYTES
-
-MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
@@ -35,18 +32,3 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return envelope(exc.status_code, str(exc.detail), None)
-
-
-def limit_upload_size(app: FastAPI) -> None:
-    """Refuse a multipart body whose declared length is over the upload limit before reading any of it
-    (413); the routes check the parsed file's size too, for bodies sent without a length."""
-
-    @app.middleware("http")
-    async def refuse_large_uploads(request: Request, call_next):
-        declared = request.headers.get("content-length", "")
-        multipart = request.headers.get("content-type", "").startswith("multipart/")
-        if multipart and declared.isdigit() and int(declared) > MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD:
-            return envelope(
-                413, f"the upload is larger than the {MAX_UPLOAD_BYTES >> 20} MiB limit", "payload_too_large"
-            )
-        return await call_next(request)

@@ -18,9 +18,9 @@ from .schemas import SpeechRequest
 router = APIRouter()
 
 
-def authorized(websocket: WebSocket, api_key: str | None) -> bool:
-    """The key as a bearer header, or as `?api_key=` for browsers, which cannot set WebSocket headers."""
-    return key_accepted(api_key, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
+def authorized(websocket: WebSocket, keys: list[str]) -> bool:
+    """A key as a bearer header, or as `?api_key=` for browsers, which cannot set WebSocket headers."""
+    return key_accepted(keys, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
 
 
 def parse_request(config: dict[str, Any], text: str) -> SynthesisRequest:
@@ -53,12 +53,12 @@ class SocketChannel:
 @router.websocket("/v1/audio/speech/ws")
 async def speech_ws(websocket: WebSocket, services: ServicesDep) -> None:
     await websocket.accept()
-    api_key = services.settings.api_key.get_secret_value() if services.settings.api_key else None
-    if not authorized(websocket, api_key):
+    if not authorized(websocket, services.settings.accepted_keys()):
         # Closed after the handshake so that browsers, which never see a refused handshake's status, learn why.
         await websocket.close(code=1008, reason="missing or wrong API key")
         return
-    async with RealtimeSession(services.speech, SocketChannel(websocket), parse_request) as session:
+    limit = services.settings.max_pending_text
+    async with RealtimeSession(services.speech, SocketChannel(websocket), parse_request, limit) as session:
         try:
             while (message := await websocket.receive())["type"] != "websocket.disconnect":
                 await session.handle(message.get("text"))

@@ -28,6 +28,10 @@ class ClientGone(Exception):
     """The client disconnected while its request body was being forwarded."""
 
 
+class BodyTimedOut(Exception):
+    """The client took longer than BODY_TIMEOUT to send its request body."""
+
+
 def _forwarded_for(scope: Scope) -> list[tuple[bytes, bytes]]:
     """X-Forwarded-For with the client's address appended, so that the worker can log who called."""
     chain = [value for name, value in scope["headers"] if name.lower() == b"x-forwarded-for"]
@@ -42,17 +46,26 @@ def _target(scope: Scope) -> str:
     return f"{path}?{query}" if query else path
 
 
-async def proxy_http(scope: Scope, receive: Receive, send: Send, client: httpx.AsyncClient, outcome: Outcome) -> None:
+async def proxy_http(
+    scope: Scope, receive: Receive, send: Send, client: httpx.AsyncClient, outcome: Outcome, body_timeout: float
+) -> None:
     """Forward one request; `outcome` is filled in as it goes (the status stays CLIENT_CLOSED if the client
-    leaves first). Raises WorkerLost if the worker goes away in the middle of a non-SSE body."""
+    leaves first). A body not sent within `body_timeout` seconds is a 408 here: the worker's own limit would
+    answer only once the gateway sent it more. Raises WorkerLost if the worker goes away in the middle of a
+    non-SSE body."""
     headers = [(name, value) for name, value in scope["headers"] if name.lower() not in NOT_FORWARDED_UP]
     headers += _forwarded_for(scope)
     has_body = any(name.lower() in (b"content-length", b"transfer-encoding") for name, _ in scope["headers"])
     body_done = asyncio.Event()
 
     async def body():
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + body_timeout
         while True:
-            message = await receive()
+            try:
+                message = await asyncio.wait_for(receive(), deadline - loop.time())
+            except asyncio.TimeoutError:
+                raise BodyTimedOut from None
             if message["type"] == "http.disconnect":
                 raise ClientGone
             yield message.get("body", b"")
@@ -68,9 +81,18 @@ async def proxy_http(scope: Scope, receive: Receive, send: Send, client: httpx.A
         response = await client.send(request, stream=True)
     except ClientGone:
         return
-    except httpx.HTTPError as exc:
+    except BodyTimedOut:
+        outcome.status = 408
+        await send_error(send, 408, f"the request body took longer than {body_timeout:g} s", "request_timeout")
+        return
+    except httpx.ConnectError as exc:
         outcome.status = 502
         await send_error(send, 502, f"the worker did not answer: {exc or type(exc).__name__}", "worker_unavailable")
+        return
+    except httpx.HTTPError as exc:  # it took the request and went away before its response began
+        outcome.status = 502
+        message = f"the worker went away before answering: {exc or type(exc).__name__}"
+        await send_error(send, 502, message, "worker_lost")
         return
     try:
         outcome.status, outcome.request_id = response.status_code, response.headers.get("x-request-id")

@@ -18,7 +18,7 @@ from contextlib import aclosing
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from ..errors import InvalidInputError, TTSError, error_body
+from ..errors import InvalidInputError, PendingTextLimitError, TTSError, error_body
 from ..text.segment import IncrementalSegmenter, speakable
 from .requests import SynthesisRequest
 from .speech import SpeechService
@@ -117,6 +117,8 @@ def parse_message(text: str | None) -> dict:
         message = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidInputError(f"invalid JSON: {exc}") from exc
+    except RecursionError:
+        raise InvalidInputError("invalid JSON: nested too deep") from None
     if not isinstance(message, dict) or not (isinstance(message.get("type"), str) or is_legacy(message)):
         raise InvalidInputError("a message is a JSON object with a string `type`", param="type")
     return message
@@ -137,12 +139,16 @@ def message_text(message: dict) -> str:
 
 
 class RealtimeSession:
-    """One connection's state. Use as `async with`: leaving cancels every job it started."""
+    """One connection's state. Use as `async with`: leaving cancels every job it started. At most
+    `max_pending_text` characters wait to be spoken (in the segmenter and in segments not yet played): text past
+    that is refused, and taken again once speech has caught up."""
 
-    def __init__(self, speech: SpeechService, channel: Channel, parse: RequestParser):
+    def __init__(self, speech: SpeechService, channel: Channel, parse: RequestParser, max_pending_text: int):
         self.speech = speech
         self.channel = channel
         self.parse = parse
+        self.max_pending_text = max_pending_text
+        self.unplayed_text = 0  # characters of the segments queued or playing
         self.config: dict[str, Any] = dict(DEFAULT_CONFIG)
         self.splitter = IncrementalSegmenter()
         self.utterance: Utterance | None = None  # the one taking text
@@ -206,7 +212,18 @@ class RealtimeSession:
             )
         return request, await self.speech.check(request)
 
+    def _make_room(self, text: str) -> None:
+        """Refuse `text` when it would take the text waiting to be spoken past the limit."""
+        pending = self.unplayed_text + len(self.splitter.pending)
+        if pending + len(text) > self.max_pending_text:
+            raise PendingTextLimitError(
+                f"{pending} characters are waiting to be spoken and the limit is {self.max_pending_text}: "
+                "this text was not taken; send it again once more audio has played",
+                param="text",
+            )
+
     async def _append(self, text: str) -> None:
+        self._make_room(text)
         if self.utterance is None:
             self.utterance = Utterance(self.started, dict(self.config))
             self.started += 1
@@ -234,6 +251,7 @@ class RealtimeSession:
             raise InvalidInputError("an utterance is open: commit or cancel it before a message with `input`")
         config = {**DEFAULT_CONFIG, **fields}
         await self._check(config, text)  # one error, before anything is spoken
+        self._make_room(text)
         utterance = Utterance(self.started, config, legacy=True)
         self.started += 1
         splitter = IncrementalSegmenter()
@@ -261,6 +279,7 @@ class RealtimeSession:
         segment = Segment(utterance, len(utterance.segments), text, speech)
         utterance.segments.append(segment)
         self.queue.put_nowait(segment)
+        self.unplayed_text += len(text)
 
     async def _stop(self) -> None:
         """Stop the sender, close every job not yet played and forget the text of the open utterance."""
@@ -273,6 +292,7 @@ class RealtimeSession:
             item = self.queue.get_nowait()
             if isinstance(item, Segment):
                 await item.speech.aclose()
+        self.unplayed_text = 0
         self.utterance = None
         self.splitter = IncrementalSegmenter()
 
@@ -304,6 +324,7 @@ class RealtimeSession:
         except TTSError as exc:  # in place of segment.end
             await self._event(error_event(exc, legacy))
         finally:
+            self.unplayed_text -= len(segment.text)
             await segment.speech.aclose()  # cancelled before its audio began
 
     async def _event(self, payload: dict) -> None:

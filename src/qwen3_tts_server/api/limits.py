@@ -1,0 +1,153 @@
+"""What one connection may take from the server, as one pure ASGI middleware inside the request observer (so
+that every refusal is logged and counted):
+
+- request headers: at most MAX_HEADERS fields and MAX_HEADER_BYTES in all (uvicorn with httptools sets no
+  limit of its own), else 431;
+- a request body: at most MAX_BODY_BYTES (a multipart upload: the upload limit plus the form's overhead), else
+  413, before reading when Content-Length says so, as soon as the limit is passed when it is sent without one;
+- the time to send it: BODY_TIMEOUT seconds for the whole body from the app's first read, else 408. Once the
+  body is in, nothing is timed, so a streamed response may take as long as it takes;
+- open WebSockets: at most MAX_WEBSOCKETS; past it a new one is accepted and closed at once with 1013 (try
+  again later), which every client sees, where a refused handshake would reach browsers as a bare failure.
+
+A refusal answers with the error envelope and `Connection: close`; whatever the app then tries to send is
+dropped, and its reads see the client gone.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+from fastapi import FastAPI
+from fastapi.responses import JSONResponse
+from starlette.requests import HTTPConnection
+from starlette.types import ASGIApp, Message, Receive, Scope, Send
+
+from ..config import Settings
+from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_body
+from .context import request_context
+from .schemas import MAX_UPLOAD_BYTES
+
+# A speech body holds at most 4096 characters of input and of instructions: even with every character
+# written as a \u escape that is under 100 KiB, so 1 MiB leaves room for any legitimate JSON body.
+MAX_BODY_BYTES = 1 << 20
+MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
+MAX_MULTIPART_BYTES = MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD
+MAX_HEADERS = 100  # Apache's default; browsers and SDKs send a few dozen at most
+MAX_HEADER_BYTES = 64 * 1024  # names and values together: room for large cookies and tokens
+WS_TRY_AGAIN_LATER = 1013
+
+
+def install_limits(app: FastAPI, settings: Settings) -> None:
+    """Add the limits to `app`: call it before adding the request observer, which must stay outside them."""
+    app.add_middleware(RequestLimits, max_websockets=settings.max_websockets, body_timeout=settings.body_timeout)
+
+
+class RequestLimits:
+    def __init__(self, app: ASGIApp, max_websockets: int, body_timeout: float):
+        self.app = app
+        self.max_websockets = max_websockets  # 0: no limit
+        self.body_timeout = body_timeout
+        self.open_websockets = 0
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket":
+            await self._websocket(scope, receive, send)
+        elif scope["type"] == "http":
+            await self._http(scope, receive, send)
+        else:
+            await self.app(scope, receive, send)
+
+    async def _websocket(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self.max_websockets and self.open_websockets >= self.max_websockets:
+            await receive()  # websocket.connect
+            await send({"type": "websocket.accept"})
+            reason = f"the server's {self.max_websockets} WebSocket connections are in use; try again later"
+            await send({"type": "websocket.close", "code": WS_TRY_AGAIN_LATER, "reason": reason})
+            return
+        self.open_websockets += 1
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self.open_websockets -= 1
+
+    async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
+        request = GuardedRequest(scope, receive, send, _body_limit(scope), self.body_timeout)
+        headers = scope["headers"]
+        if len(headers) > MAX_HEADERS or sum(len(name) + len(value) for name, value in headers) > MAX_HEADER_BYTES:
+            limits = f"at most {MAX_HEADERS} fields and {MAX_HEADER_BYTES >> 10} KiB in all"
+            await request.refuse(HeadersTooLargeError(f"the request headers are too large: {limits}"))
+            return
+        declared = _content_length(scope)
+        if declared is not None and declared > request.max_bytes:
+            await request.refuse(request.too_large())
+            return
+        await self.app(scope, request.receive, request.send)
+
+
+class GuardedRequest:
+    """One request's body reads, counted and timed, and its response, dropped once the request was refused."""
+
+    def __init__(self, scope: Scope, receive: Receive, send: Send, max_bytes: int, timeout: float):
+        self.scope = scope
+        self._receive = receive
+        self._send = send
+        self.max_bytes = max_bytes
+        self.timeout = timeout
+        self.deadline: float | None = None  # set on the first read
+        self.received = 0
+        self.body_done = False
+        self.response_started = False
+        self.refused = False
+
+    def too_large(self) -> PayloadTooLargeError:
+        return PayloadTooLargeError(f"the request body is larger than the {_size(self.max_bytes)} limit")
+
+    async def receive(self) -> Message:
+        if self.refused:
+            return {"type": "http.disconnect"}
+        if self.body_done:
+            return await self._receive()
+        loop = asyncio.get_running_loop()
+        if self.deadline is None:
+            self.deadline = loop.time() + self.timeout
+        try:
+            message = await asyncio.wait_for(self._receive(), self.deadline - loop.time())
+        except asyncio.TimeoutError:
+            return await self.refuse(BodyTimeoutError(f"the request body took longer than {self.timeout:g} s"))
+        if message["type"] == "http.request":
+            self.received += len(message.get("body", b""))
+            if self.received > self.max_bytes:
+                return await self.refuse(self.too_large())
+            self.body_done = not message.get("more_body", False)
+        return message
+
+    async def send(self, message: Message) -> None:
+        if self.refused:
+            return
+        self.response_started = self.response_started or message["type"] == "http.response.start"
+        await self._send(message)
+
+    async def refuse(self, exc: TTSError) -> Message:
+        """Answer with `exc` (unless a response has begun) and close the connection; the app's reads from now
+        on see the client gone."""
+        if not self.response_started:
+            request_context(HTTPConnection(self.scope)).error_type = exc.code
+            response = JSONResponse({"error": error_body(exc)}, exc.status, headers={"connection": "close"})
+            await response(self.scope, self._receive, self._send)
+        self.refused = True
+        return {"type": "http.disconnect"}
+
+
+def _body_limit(scope: Scope) -> int:
+    content_type = HTTPConnection(scope).headers.get("content-type", "")
+    return MAX_MULTIPART_BYTES if content_type.startswith("multipart/") else MAX_BODY_BYTES
+
+
+def _content_length(scope: Scope) -> int | None:
+    declared = HTTPConnection(scope).headers.get("content-length", "")
+    return int(declared) if declared.isdigit() else None
+
+
+def _size(count: int) -> str:
+    return f"{count >> 20} MiB" if count % (1 << 20) == 0 else f"{count >> 10} KiB"
