@@ -2,14 +2,20 @@
 
 SIGTERM (or Ctrl-C) drains: the listening socket closes at once, in-flight requests and streams get
 SHUTDOWN_GRACE seconds to finish, what is left is then cancelled (its engine rows freed), the engine stops,
-the last log lines are flushed and the exit status is 0."""
+one line sums the drain up (in flight at the signal, finished, cut, seconds), the last log lines are flushed
+and the exit status is 0."""
 
 from __future__ import annotations
 
 import logging
 import os
 import signal
+import socket
 
+import uvicorn
+from uvicorn.config import STARTUP_FAILURE
+
+from .api.observability import ShutdownDrain
 from .config import Settings, unsupported_variable_warnings
 from .gateway.listen import uvicorn_options
 
@@ -17,8 +23,6 @@ log = logging.getLogger(__name__)
 
 
 def serve(settings: Settings) -> int:
-    import uvicorn
-
     from .api.app import create_app
     from .engine.model_manager import ModelManager
     from .logs import configure_logging
@@ -63,9 +67,28 @@ def serve(settings: Settings) -> int:
         settings.quantize,
         "on" if compile_step else "off",
     )
-    uvicorn.run(app, log_config=log_config, **uvicorn_options(settings))
+    drain = ShutdownDrain(app, settings.shutdown_grace)
+    config = uvicorn.Config(drain, log_config=log_config, **uvicorn_options(settings))
+    server = DrainingServer(config, drain)
+    try:
+        server.run()
+    finally:
+        if config.uds and os.path.exists(config.uds):
+            os.remove(config.uds)
     logging.shutdown()
-    return 0
+    return 0 if server.started else STARTUP_FAILURE
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, telling the drain report when the graceful stop begins."""
+
+    def __init__(self, config: uvicorn.Config, drain: ShutdownDrain) -> None:
+        super().__init__(config)
+        self.drain = drain
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        self.drain.begin()
+        await super().shutdown(sockets)
 
 
 def _set_process_title(title: str) -> None:

@@ -1,6 +1,7 @@
 """The request id, the one log line per request and the request metrics, as an ASGI middleware around the
 whole app. A streamed response is logged when its last byte has gone (or the client went away), so the line
-carries the full latency breakdown; uvicorn's own access log is off in favour of this line."""
+carries the full latency breakdown; uvicorn's own access log is off in favour of this line. A graceful stop is
+summed up in one line too (ShutdownDrain)."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from .context import RequestContext
 from .errors import envelope
 
 log = logging.getLogger("qwen3_tts_server.request")
+drain_log = logging.getLogger("qwen3_tts_server.drain")
 REQUEST_ID_HEADER = b"x-request-id"
 _CLIENT_ID = re.compile(rb"[A-Za-z0-9._:-]{1,128}")  # a caller's own id is kept when it looks like one
 
@@ -36,6 +38,75 @@ class InFlight:
         while self.count and time.monotonic() < deadline:
             await asyncio.sleep(0.01)
         return not self.count
+
+
+class ShutdownDrain:
+    """Around the whole app: the figures of a graceful stop, logged as one line once the app has shut down: the
+    requests and WebSocket sessions in flight when the drain began (`begin`, called by the server on SIGTERM),
+    how many of them finished within the grace period, how many were still running at its end (and were
+    cancelled), and how long they took to be gone. The grace period ends when the server sends the app its
+    lifespan shutdown: at once when nothing was left, else after SHUTDOWN_GRACE with the rest cancelled."""
+
+    def __init__(self, app: ASGIApp, grace: float) -> None:
+        self.app = app
+        self.grace = grace
+        self._running: set[object] = set()
+        self._at_signal: set[object] = set()
+        self._cut: set[object] = set()
+        self._began: float | None = None
+        self._last_ended = 0.0
+
+    def begin(self) -> None:
+        self._began = self._last_ended = time.monotonic()
+        self._at_signal = set(self._running)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, self._noting_grace_end(receive), self._reporting_on_shutdown(send))
+            return
+        entry = object()
+        self._running.add(entry)
+        try:
+            await self.app(scope, receive, send)
+        finally:
+            self._running.discard(entry)
+            if entry in self._at_signal:
+                self._last_ended = time.monotonic()
+
+    def _noting_grace_end(self, receive: Receive) -> Receive:
+        async def receiving() -> Message:
+            message = await receive()
+            if message["type"] == "lifespan.shutdown":
+                self._cut = self._at_signal & self._running
+            return message
+
+        return receiving
+
+    def _reporting_on_shutdown(self, send: Send) -> Send:
+        async def sending(message: Message) -> None:
+            if message["type"].startswith("lifespan.shutdown") and self._began is not None:
+                self._report(self._began)
+            await send(message)
+
+        return sending
+
+    def _report(self, began: float) -> None:
+        still_running = self._at_signal & self._running  # not wound down even after their cancellation
+        ended = time.monotonic() if still_running else self._last_ended
+        figures = {
+            "in_flight": len(self._at_signal),
+            "finished": len(self._at_signal - self._cut),
+            "cut": len(self._cut),
+            "still_running": len(still_running),
+            "drain_seconds": round(ended - began, 3),
+            "grace_seconds": self.grace,
+        }
+        drain_log.info(
+            "drained: %(in_flight)d in flight at the signal, %(finished)d finished within the grace period, "
+            "%(cut)d cut at its end, %(drain_seconds).2f s",
+            figures,
+            extra=figures,
+        )
 
 
 class RequestObserver:
