@@ -6,7 +6,10 @@ time limit is dropped with its row freed; time paused for a slow client does not
 from __future__ import annotations
 
 import asyncio
+import json
+import socket
 
+import httpx
 import numpy as np
 import pytest
 
@@ -14,6 +17,7 @@ from qwen3_tts_server.engine.jobs import RequestClock
 from qwen3_tts_server.errors import RequestTimeoutError
 from qwen3_tts_server.model.generation import SPAN_STEP, FrameGenerator
 from qwen3_tts_server.model.prompt import SpeechInput
+from qwen3_tts_server.testing.live_server import live_process
 from step_schedule import CHINESE, SHORT
 from test_engine import REQUESTS, collect, job_for, run_engine
 
@@ -64,7 +68,13 @@ def test_paused_rows_change_no_codes_and_resume_where_they_stopped(models, stati
 BUFFER_SECONDS = 0.4  # 5 frames of 80 ms
 
 
-def test_a_client_that_reads_nothing_pauses_its_row_and_others_run_at_full_speed(models):
+async def made(stream, frames: int) -> None:
+    """Until the engine has delivered `frames` frames of `stream`."""
+    while stream._handle.frames_sent < frames:
+        await asyncio.sleep(0.01)
+
+
+def test_a_client_that_stops_reading_pauses_its_row_and_others_run_at_full_speed(models):
     model = models["custom_voice"]
     params = [model.sampling(seed=3), model.sampling(seed=4)]
     solo = [
@@ -74,15 +84,17 @@ def test_a_client_that_reads_nothing_pauses_its_row_and_others_run_at_full_speed
 
     async def scenario(engine):
         reader_away = engine.submit(job_for(model, REQUESTS[0], params[0], max_frames=60, suppress_eos=True))
+        first = await anext(reader_away)  # the client has begun listening, then takes nothing more for a while
         other = await collect(engine.submit(job_for(model, REQUESTS[1], params[1], max_frames=60, suppress_eos=True)))
         seen = (engine.active, engine.paused, engine.generator.stepping, engine.generator.active)
-        held = reader_away._handle.frames_sent
-        away = await collect(reader_away)  # the client comes back: the row resumes and finishes
+        held = reader_away._handle.frames_sent - first.frames
+        codes, _, _ = await collect(reader_away)  # the client comes back: the row resumes and finishes
+        away = np.concatenate([first.codes, codes])
         return other, away, seen, held, (engine.active, engine.paused, engine.generator.active)
 
     other, away, seen, held, after = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
     np.testing.assert_array_equal(other[0], solo[1])
-    np.testing.assert_array_equal(away[0], solo[0])
+    np.testing.assert_array_equal(away, solo[0])
     assert seen == (0, 1, [], [0]), "the paused row holds its place, steps no more and is not counted as active"
     assert 5 <= held <= 5 + 8, "at most the buffer and one chunk were made ahead of the client"
     assert after == (0, 0, [])
@@ -95,6 +107,7 @@ def test_a_client_that_takes_nothing_for_the_time_limit_is_dropped_with_its_audi
         stream = engine.submit(
             job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=500, suppress_eos=True), RequestClock(0.5)
         )
+        await anext(stream)
         while not engine.paused:
             await asyncio.sleep(0.01)
         await asyncio.sleep(0.8)
@@ -123,13 +136,79 @@ def test_time_paused_for_a_slow_client_does_not_count_against_the_limit(models):
     assert chunks[-1].elapsed_seconds > 1.0 and chunks[-1].finish_reason == "length"
 
 
+def test_a_job_its_client_has_not_begun_to_take_runs_on(models):
+    """The next segment of a long text, a WebSocket session's later segments: no row is held for them."""
+    model = models["custom_voice"]
+
+    async def scenario(engine):
+        queued = engine.submit(job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=60, suppress_eos=True))
+        await asyncio.wait_for(made(queued, 60), 30)
+        return engine.paused, engine.generator.active
+
+    assert run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS) == (0, [])
+
+
 def test_without_a_bound_the_engine_runs_ahead_of_the_client(models):
     model = models["custom_voice"]
 
     async def scenario(engine):
         stream = engine.submit(job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=60, suppress_eos=True))
-        while stream._handle.frames_sent < 60:
-            await asyncio.sleep(0.01)
-        return engine.paused, len(await collect(stream))
+        first = await anext(stream)
+        await asyncio.wait_for(made(stream, 60), 30)  # all made while the client took one frame
+        codes, _, _ = await collect(stream)
+        return engine.paused, first.frames + len(codes)
 
-    assert run_engine(model, scenario, stream_buffer_seconds=0) == (0, 3)
+    assert run_engine(model, scenario, stream_buffer_seconds=0) == (0, 60)
+
+
+# Sixteen sentences, four segments of some 250 frames: 7.5 MB of PCM at 48 kHz, more than the server's socket send
+# buffer takes (it grows to 4 MB on loopback) while the client reads nothing.
+LONG_TEXT = " ".join(
+    f"Sentence {letter} keeps the line open while the listener takes its time." for letter in "abcdefgh" * 2
+)
+PCM_48K_FRAME_BYTES = 3840 * 2
+
+
+def test_a_live_stream_pauses_for_its_client_and_one_that_stalls_is_dropped(checkpoint_dirs):
+    env = {"STREAM_BUFFER_SECONDS": "1", "REQUEST_TIMEOUT": "8", "AUDIO_CACHE_MAX": "0"}
+    body = {"input": LONG_TEXT, "voice": "vivian", "response_format": "pcm", "sample_rate": 48000, "seed": 1}
+
+    async def health_once(client: httpx.AsyncClient, condition) -> dict:
+        for _ in range(300):
+            health = (await client.get("/health")).json()
+            if condition(health):
+                return health
+            await asyncio.sleep(0.1)
+        raise AssertionError(f"never so: {health}")
+
+    async def scenario(base: str) -> tuple:
+        async with httpx.AsyncClient(base_url=base, timeout=60) as client:
+            async with client.stream("POST", "/v1/audio/speech", json=body) as response:
+                pieces = response.aiter_raw()
+                received = len(await anext(pieces))
+                # The client reads nothing: a row pauses.
+                paused = await health_once(client, lambda health: health["paused_streams"] > 0)
+                await asyncio.sleep(1.0)
+                received += sum([len(piece) async for piece in pieces])  # it catches up: the row resumes
+            finished = await health_once(client, lambda health: health["rows_held"] == 0)
+        # A new connection, with a small receive buffer: the kernel takes less of what the client never reads.
+        small_buffer = httpx.AsyncHTTPTransport(socket_options=[(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)])
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=60, transport=small_buffer) as client,
+            client.stream("POST", "/v1/audio/speech", json=body) as stalled,
+        ):
+            stalled_pieces = stalled.aiter_raw()  # kept: an iterator collected would close the response
+            await anext(stalled_pieces)
+            # The server takes audio until its socket's send buffer is full (MBs), then nothing more: every row pauses.
+            await health_once(client, lambda health: health["paused_streams"] > 0 == health["active_streams"])
+            await asyncio.sleep(8.5)  # nothing taken for REQUEST_TIMEOUT while paused: dropped
+            dropped = (await client.get("/health")).json()
+        return received, paused, finished, dropped
+
+    with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
+        received, paused, finished, dropped = asyncio.run(scenario(live.base))
+        lines = [json.loads(line) for line in live.log_path.read_text().splitlines() if '"route"' in line]
+    assert paused["rows_held"] == paused["active_streams"] + paused["paused_streams"], "paused rows are held"
+    first = next(line for line in lines if line.get("route") == "/v1/audio/speech")
+    assert first["completed"] is True and received == first["frames"] * PCM_48K_FRAME_BYTES > 2_000_000
+    assert (finished["rows_held"], dropped["rows_held"], dropped["paused_streams"]) == (0, 0, 0)

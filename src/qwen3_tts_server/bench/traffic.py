@@ -2,7 +2,8 @@
 WebSocket sessions (half of them cancelled mid-speech), inline clones, repeats the output cache answers, and
 clients that leave at a random byte. Shared by the leak test and the soak benchmark (benchmarks/soak.py).
 
-Every request is checked: a kind's expected answer is an outcome without `error`; anything else is named by
+Every request but the `cache_hit` kind gets its own seed, so that it is generated, not replayed from the output
+cache. Every request is checked: a kind's expected answer is an outcome without `error`; anything else is named by
 kind in `error` (`http_503:server_busy`, `sse_error:timeout`, `ws_error:...`, `bad_audio`, `ReadTimeout`...).
 """
 
@@ -76,8 +77,10 @@ class Traffic:
         outcome.seconds = time.monotonic() - outcome.started
         return outcome
 
-    def _speech(self, text: str, **fields: Any) -> dict[str, Any]:
-        return {"model": "tts-1", "input": text, "voice": self.voice, "response_format": "pcm", **fields}
+    def _speech(self, rng: random.Random, **fields: Any) -> dict[str, Any]:
+        """A request body: a text of TEXTS with a seed of its own (else `fields` give both)."""
+        body = {"model": "tts-1", "input": rng.choice(TEXTS), "voice": self.voice, "response_format": "pcm"}
+        return {**body, "seed": _fresh_seed(rng), **fields}
 
     def _first_audio(self, outcome: Outcome, data: bytes) -> None:
         if data and outcome.first_audio is None:
@@ -85,7 +88,7 @@ class Traffic:
         outcome.audio_bytes += len(data)
 
     async def _streamed(self, outcome: Outcome, rng: random.Random, leave_at: int | None = None) -> None:
-        body = self._speech(rng.choice(TEXTS), stream=True)
+        body = self._speech(rng, stream=True)
         async with self.client.stream("POST", "/v1/audio/speech", json=body) as response:
             if not await _accepted(response, outcome):
                 return
@@ -99,17 +102,18 @@ class Traffic:
     async def _leaves(self, outcome: Outcome, rng: random.Random) -> None:
         await self._streamed(outcome, rng, leave_at=rng.randint(1, 40_000))
 
-    async def _whole(self, outcome: Outcome, rng: random.Random, text: str | None = None, seed: int | None = None):
-        body = self._speech(text or rng.choice(TEXTS), stream=False, response_format="wav", seed=seed)
+    async def _whole(self, outcome: Outcome, rng: random.Random, **fields: Any) -> None:
+        body = self._speech(rng, stream=False, response_format="wav", **fields)
         response = await self.client.post("/v1/audio/speech", json=body)
         if await _accepted(response, outcome):
             self._check_wav(outcome, response)
 
     async def _cache_hit(self, outcome: Outcome, rng: random.Random) -> None:
-        await self._whole(outcome, rng, rng.choice(CACHED_TEXTS), seed=1)
+        await self._whole(outcome, rng, input=rng.choice(CACHED_TEXTS), seed=1)
 
     async def _clone(self, outcome: Outcome, rng: random.Random) -> None:
         fields = {"input": rng.choice(TEXTS), "response_format": "wav", "stream": "false", "mode": "x_vector"}
+        fields["seed"] = str(_fresh_seed(rng))
         files = {"ref_audio": ("reference.wav", rng.choice(self.references), "audio/wav")}
         response = await self.client.post("/v1/audio/speech/clone", data=fields, files=files)
         if await _accepted(response, outcome):
@@ -124,7 +128,7 @@ class Traffic:
             outcome.error = "bad_audio"
 
     async def _sse(self, outcome: Outcome, rng: random.Random) -> None:
-        body = self._speech(rng.choice(TEXTS), stream_format="sse")
+        body = self._speech(rng, stream_format="sse")
         done = False
         async with self.client.stream("POST", "/v1/audio/speech", json=body) as response:
             if not await _accepted(response, outcome):
@@ -147,7 +151,7 @@ class Traffic:
         cancel = rng.random() < 0.5
         url = self.base.replace("http", "ws", 1) + "/v1/audio/speech/ws"
         async with connect(url, open_timeout=self.timeout) as ws:
-            await ws.send(json.dumps({"type": "session.update", "voice": self.voice}))
+            await ws.send(json.dumps({"type": "session.update", "voice": self.voice, "seed": _fresh_seed(rng)}))
             first, rest = _halves(rng.choice(TEXTS))
             await ws.send(json.dumps({"type": "input_text.append", "text": first}))
             await ws.send(json.dumps({"type": "input_text.append", "text": rest}))
@@ -204,6 +208,10 @@ async def _accepted(response: httpx.Response, outcome: Outcome) -> bool:
         code = None
     outcome.error = f"http_{response.status_code}:{code}"
     return False
+
+
+def _fresh_seed(rng: random.Random) -> int:
+    return rng.randrange(1 << 31)
 
 
 def _halves(text: str) -> tuple[str, str]:

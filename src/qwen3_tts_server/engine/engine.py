@@ -330,13 +330,16 @@ class Engine:
         return any(not handle.paused for handle in self._active.values())
 
     def _apply_backpressure(self) -> None:
-        """Pause the rows whose client has `stream_buffer_seconds` of their audio yet to take, resume the others."""
+        """Pause the rows whose client has `stream_buffer_seconds` of their audio yet to take, resume the others.
+        Only once the client has begun taking a job's audio: a job queued behind the one it listens to (a long
+        text's next segment, a WebSocket session's later segments) runs on, so that no row is held for audio
+        nobody is listening to yet (that audio is bounded by its segment)."""
         if not self.stream_buffer_seconds or self.model is None:
             return
         limit = self.stream_buffer_seconds / self.model.frames_to_seconds(1)
         now = time.monotonic()
         for handle in self._active.values():
-            behind = handle.frames_ahead() >= limit
+            behind = handle.frames_taken > 0 and handle.frames_ahead() >= limit
             if behind and not handle.paused:
                 handle.paused = True
                 self.generator.pause(handle.row)
