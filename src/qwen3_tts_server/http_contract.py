@@ -3,8 +3,10 @@ CORS allows, OpenAI's error object and the metrics content type. Standard librar
 
 from __future__ import annotations
 
+import asyncio
 import hmac
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from typing import TypeVar
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"})  # probes and scrapers come without keys
 UNAUTHORIZED_MESSAGE = "missing or wrong API key (Authorization: Bearer ...)"
@@ -50,6 +52,25 @@ def key_accepted(accepted_keys: Sequence[str], authorization: str | None, query_
         for candidate in given:
             matched |= hmac.compare_digest(candidate, key)
     return matched
+
+
+Message = TypeVar("Message")  # an ASGI message, as each side types it
+
+
+class BodyDeadline:
+    """BODY_TIMEOUT: the whole request body within `seconds` of its first read. `read(receive)` is the next
+    message, raising TimeoutError once the time is up (the server's limits and the gateway's proxy both time bodies
+    with it)."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self._deadline: float | None = None
+
+    async def read(self, receive: Callable[[], Awaitable[Message]]) -> Message:
+        loop = asyncio.get_running_loop()
+        if self._deadline is None:
+            self._deadline = loop.time() + self.seconds
+        return await asyncio.wait_for(receive(), self._deadline - loop.time())
 
 
 def error_type(status: int) -> str:

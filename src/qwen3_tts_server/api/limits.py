@@ -25,6 +25,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
 from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_body
+from ..http_contract import BodyDeadline
 from .context import request_context
 from .schemas import MAX_UPLOAD_BYTES
 
@@ -93,8 +94,7 @@ class GuardedRequest:
         self._receive = receive
         self._send = send
         self.max_bytes = max_bytes
-        self.timeout = timeout
-        self.deadline: float | None = None  # set on the first read
+        self.deadline = BodyDeadline(timeout)
         self.received = 0
         self.body_done = False
         self.response_started = False
@@ -108,13 +108,11 @@ class GuardedRequest:
             return {"type": "http.disconnect"}
         if self.body_done:
             return await self._receive()
-        loop = asyncio.get_running_loop()
-        if self.deadline is None:
-            self.deadline = loop.time() + self.timeout
         try:
-            message = await asyncio.wait_for(self._receive(), self.deadline - loop.time())
+            message = await self.deadline.read(self._receive)
         except asyncio.TimeoutError:
-            return await self.refuse(BodyTimeoutError(f"the request body took longer than {self.timeout:g} s"))
+            seconds = self.deadline.seconds
+            return await self.refuse(BodyTimeoutError(f"the request body took longer than {seconds:g} s"))
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
             if self.received > self.max_bytes:

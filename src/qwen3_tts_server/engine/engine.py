@@ -311,23 +311,20 @@ class Engine:
             with self._cv:
                 if self._stopping:
                     return
-                idle = not (self._interactive or self._batch or self._stepping())
+                idle = not (self._interactive or self._batch or self.active)
                 if idle and not self._nudged:
                     self._wait_idle()
                 self._nudged = False
             if idle:
                 continue
-            running = self._stepping()
+            running = bool(self.active)
             started = time.perf_counter()
             self._admit()
             if running:
                 self.longest_prefill_stall = max(self.longest_prefill_stall, time.perf_counter() - started)
-            if self._stepping():
+            if self.active:
                 self._step()
                 self.models.touch()  # activity counts per frame: a long stream is never unloaded
-
-    def _stepping(self) -> bool:
-        return any(not handle.paused for handle in self._active.values())
 
     def _apply_backpressure(self) -> None:
         """Pause the rows whose client has `stream_buffer_seconds` of their audio yet to take, resume the others.

@@ -12,7 +12,7 @@ import httpx
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed, InvalidStatus, WebSocketException
 
-from ..http_contract import error_object
+from ..http_contract import BodyDeadline, error_object
 from .asgi import CLIENT_CLOSED, Outcome, Receive, Scope, Send, WorkerLost, close_with_error, send_error
 
 HOP_BY_HOP = frozenset(
@@ -59,11 +59,10 @@ async def proxy_http(
     body_done = asyncio.Event()
 
     async def body():
-        loop = asyncio.get_running_loop()
-        deadline = loop.time() + body_timeout
+        deadline = BodyDeadline(body_timeout)
         while True:
             try:
-                message = await asyncio.wait_for(receive(), deadline - loop.time())
+                message = await deadline.read(receive)
             except asyncio.TimeoutError:
                 raise BodyTimedOut from None
             if message["type"] == "http.disconnect":
