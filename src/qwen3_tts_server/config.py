@@ -106,6 +106,19 @@ class Settings(BaseSettings):
     body_timeout: float = Field(
         30.0, gt=0, description="seconds a client may take to send a request body; past it a 408"
     )
+    wyoming_port: int | None = Field(
+        None,
+        ge=0,
+        le=65535,
+        description="also serve the Wyoming protocol (Home Assistant) on this TCP port, e.g. 10200; no API key "
+        "applies there: local network only",
+    )
+    wyoming_host: str | None = Field(
+        None, description="address the Wyoming port listens on (default: HOST; 0.0.0.0 for Home Assistant elsewhere)"
+    )
+    wyoming_zeroconf: bool = Field(
+        False, description="advertise the Wyoming port over mDNS for Home Assistant discovery"
+    )
     ssl_keyfile: Path | None = Field(None, description="TLS private key (PEM); with SSL_CERTFILE serves HTTPS")
     ssl_certfile: Path | None = Field(
         None, validate_default=True, description="TLS certificate chain (PEM); with SSL_KEYFILE serves HTTPS"
@@ -132,6 +145,8 @@ class Settings(BaseSettings):
         "ssl_keyfile",
         "ssl_certfile",
         "torch_compile",
+        "wyoming_port",
+        "wyoming_host",
         mode="before",
     )
     @classmethod

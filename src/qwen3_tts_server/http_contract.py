@@ -9,6 +9,14 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import TypeVar
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"})  # probes and scrapers come without keys
+# The playground's page and files: a browser loads them without a key, then sends the key it is given.
+PLAYGROUND_PATHS = frozenset({"/", "/playground"})
+PLAYGROUND_FILES = "/playground/"
+
+
+def is_open_path(path: str) -> bool:
+    """Served without an API key: the probes, the scrape and the playground's page (not the API it calls)."""
+    return path in OPEN_PATHS or path in PLAYGROUND_PATHS or path.startswith(PLAYGROUND_FILES)
 UNAUTHORIZED_MESSAGE = "missing or wrong API key (Authorization: Bearer ...)"
 UNAUTHORIZED_CODE = "invalid_api_key"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text format 0.0.4

@@ -18,9 +18,9 @@ from ..http_contract import (
     CORS_MAX_AGE,
     CORS_METHODS,
     CORS_REQUEST_HEADERS,
-    OPEN_PATHS,
     UNAUTHORIZED_CODE,
     UNAUTHORIZED_MESSAGE,
+    is_open_path,
     key_accepted,
 )
 from ..service.audio_cache import build_audio_cache
@@ -30,7 +30,7 @@ from ..service.speech import SpeechService
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 from ..service.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
-from . import discovery, operations, realtime, speech, voices
+from . import discovery, operations, playground, realtime, speech, voices
 from .dependencies import Services
 from .errors import envelope, install_error_handlers
 from .limits import install_limits
@@ -93,7 +93,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         @app.middleware("http")
         async def require_key(request: Request, call_next):
             authorization = request.headers.get("authorization")
-            if request.url.path not in OPEN_PATHS and not key_accepted(accepted_keys, authorization):
+            if not is_open_path(request.url.path) and not key_accepted(accepted_keys, authorization):
                 return envelope(401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
             return await call_next(request)
 
@@ -115,4 +115,5 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
     app.include_router(discovery.router)
     app.include_router(operations.router)
     app.include_router(realtime.router)
+    app.include_router(playground.router)
     return app

@@ -20,6 +20,7 @@ from ..http_contract import (
     UNAUTHORIZED_CODE,
     UNAUTHORIZED_MESSAGE,
     error_object,
+    is_open_path,
     key_accepted,
 )
 from ..resources import resident_memory_bytes
@@ -172,7 +173,8 @@ class GatewayApp:
         outcome = Outcome(CLIENT_CLOSED)
         reply = self.cors.answering(scope, send)  # the worker's own middleware adds them to what it answers
         try:
-            if not key_accepted(self.settings.accepted_keys, _header(scope, b"authorization")):
+            authorization = _header(scope, b"authorization")
+            if not is_open_path(scope["path"]) and not key_accepted(self.settings.accepted_keys, authorization):
                 outcome.status = 401
                 await send_error(reply, 401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
                 return
