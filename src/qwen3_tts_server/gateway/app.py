@@ -9,6 +9,7 @@ import logging
 import os
 import time
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 from urllib.parse import parse_qs
 
 from ..http_contract import (
@@ -39,6 +40,9 @@ from .asgi import (
 )
 from .settings import GatewaySettings
 from .worker import Worker, WorkerUnavailable
+
+if TYPE_CHECKING:
+    from .wyoming_relay import WyomingRelay
 
 log = logging.getLogger("qwen3_tts_server.gateway.request")
 WS_POLICY_VIOLATION = 1008
@@ -125,14 +129,22 @@ class GatewayApp:
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         idle_stopper: asyncio.Task[None] | None = None
+        wyoming: WyomingRelay | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
                 idle_stopper = asyncio.create_task(self.worker.stop_when_idle())
+                if self.settings.wyoming_port is not None:
+                    from .wyoming_relay import WyomingRelay
+
+                    wyoming = WyomingRelay(self.settings, self.worker)
+                    await wyoming.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if idle_stopper is not None:
                     idle_stopper.cancel()
+                if wyoming is not None:
+                    await wyoming.close()
                 await self.worker.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -32,6 +32,9 @@ class GatewaySettings:
     worker_port: int
     worker_start_timeout: float
     body_timeout: float
+    wyoming_port: int | None  # None: no Wyoming port
+    wyoming_host: str | None  # None: the same address as `host`
+    wyoming_zeroconf: bool
 
     @classmethod
     def from_effective(cls, values: dict) -> GatewaySettings:

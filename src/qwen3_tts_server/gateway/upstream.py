@@ -9,7 +9,9 @@ import httpx
 
 
 class Upstream:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, wyoming_port: int | None = None) -> None:
+        self.host = host
+        self.wyoming_port = wyoming_port  # the worker's own Wyoming port, when the gateway serves one
         url_host = f"[{host}]" if ":" in host else host
         self.ws_base = f"ws://{url_host}:{port}"
         self.client = httpx.AsyncClient(

@@ -124,6 +124,10 @@ class Worker:
             command = [sys.executable, "-m", "qwen3_tts_server", "serve", *self.argv, "--no-gateway-mode"]
             command += ["--host", host, "--port", str(port), "--uds", "", "--idle-timeout", "0", "--preload-model"]
             command += ["--ssl-keyfile", "", "--ssl-certfile", ""]
+            # The gateway owns the public Wyoming port and advertises it; the worker's own is private.
+            wyoming_port = None if self.settings.wyoming_port is None else _free_port(host)
+            command += ["--wyoming-port", "" if wyoming_port is None else str(wyoming_port)]
+            command += ["--wyoming-host", host, "--no-wyoming-zeroconf"]
             process = await asyncio.create_subprocess_exec(
                 *command,
                 stdin=asyncio.subprocess.DEVNULL,
@@ -140,7 +144,7 @@ class Worker:
             started = time.monotonic()
             from .upstream import Upstream  # the HTTP client library is loaded with the first worker
 
-            upstream = Upstream(host, port)
+            upstream = Upstream(host, port, wyoming_port)
             try:
                 await self._wait_ready(upstream, exited)
             except BaseException:
