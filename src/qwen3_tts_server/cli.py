@@ -1,5 +1,5 @@
-"""The `qwen3-tts-server` command: `serve`, `gateway`, `config`, `healthcheck`, `synth` (text to a WAV file),
-`make-test-model` and `bench`."""
+"""The `qwen3-tts-server` command: `serve`, `gateway`, `wyoming`, `config`, `healthcheck`, `synth` (text to a WAV
+file), `make-test-model` and `bench`."""
 
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 from .errors import InvalidInputError, TTSError
 
 SYNTH_BATCH = 16  # segments generated together by `synth`
+WYOMING_DEFAULT_PORT = 10200  # the port Home Assistant's Wyoming integration suggests
 
 
 def _add_synth(sub: argparse._SubParsersAction) -> None:
@@ -357,6 +358,30 @@ def _serve(args: argparse.Namespace) -> int:
     return serve(settings)
 
 
+def _add_wyoming(sub: argparse._SubParsersAction) -> None:
+    from .config import add_flags
+
+    p = sub.add_parser(
+        "wyoming",
+        help="run only the Wyoming server (Home Assistant), on WYOMING_PORT (default 10200)",
+        description="Run the Wyoming protocol server alone, without the HTTP API: the same settings as `serve`, "
+        f"WYOMING_PORT defaulting to {WYOMING_DEFAULT_PORT}. No API key applies to it: keep it on the local "
+        "network. SIGTERM or Ctrl-C stops it.",
+    )
+    add_flags(p)
+    p.set_defaults(func=_wyoming)
+
+
+def _wyoming(args: argparse.Namespace) -> int:
+    from .config import from_args
+    from .server import serve_wyoming
+
+    settings = from_args(args)
+    if settings.wyoming_port is None:
+        settings = settings.model_copy(update={"wyoming_port": WYOMING_DEFAULT_PORT})
+    return serve_wyoming(settings)
+
+
 def _add_config(sub: argparse._SubParsersAction) -> None:
     from .config import add_flags
 
@@ -426,6 +451,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_make_test_model(sub)
     _add_bench(sub)
     _add_serve(sub)
+    _add_wyoming(sub)
     _add_config(sub)
     _add_healthcheck(sub)
     return parser

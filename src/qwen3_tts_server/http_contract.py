@@ -13,13 +13,15 @@ OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"})  # probes and scrapers
 PLAYGROUND_PATHS = frozenset({"/", "/playground"})
 PLAYGROUND_FILES = "/playground/"
 
+UNAUTHORIZED_MESSAGE = "missing or wrong API key (Authorization: Bearer ...)"
+UNAUTHORIZED_CODE = "invalid_api_key"
+METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text format 0.0.4
+
 
 def is_open_path(path: str) -> bool:
     """Served without an API key: the probes, the scrape and the playground's page (not the API it calls)."""
     return path in OPEN_PATHS or path in PLAYGROUND_PATHS or path.startswith(PLAYGROUND_FILES)
-UNAUTHORIZED_MESSAGE = "missing or wrong API key (Authorization: Bearer ...)"
-UNAUTHORIZED_CODE = "invalid_api_key"
-METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text format 0.0.4
+
 
 # CORS (CORS_ORIGINS): what a browser page on an allowed origin may send, and which response headers it may read.
 CORS_METHODS = ("GET", "POST", "DELETE", "OPTIONS")

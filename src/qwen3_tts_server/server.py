@@ -1,4 +1,5 @@
-"""`qwen3-tts-server serve`: the full server in this process, from the settings to a running uvicorn.
+"""`qwen3-tts-server serve`: the full server in this process, from the settings to a running uvicorn; and
+`qwen3-tts-server wyoming`: the same app's engine and Wyoming port without HTTP.
 
 SIGTERM (or Ctrl-C) drains: the listening socket closes at once, in-flight requests and streams get
 SHUTDOWN_GRACE seconds to finish, what is left is then cancelled (its engine rows freed), the engine stops,
@@ -7,10 +8,13 @@ and the exit status is 0."""
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import os
 import signal
 import socket
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import uvicorn
 from uvicorn.config import STARTUP_FAILURE
@@ -19,27 +23,36 @@ from .api.observability import ShutdownDrain
 from .config import Settings, unsupported_variable_warnings
 from .gateway.listen import uvicorn_options
 
+if TYPE_CHECKING:
+    from .engine.model_manager import ModelManager
+
 log = logging.getLogger(__name__)
 
 
-def serve(settings: Settings) -> int:
-    from .api.app import create_app
+@dataclass(frozen=True)
+class PreparedModel:
+    """The model a server will run, checked but not loaded (the app's lifespan and PRELOAD_MODEL decide when)."""
+
+    models: ModelManager
+    device: str
+    dtype: str
+    compiled: bool
+
+
+def prepare_model(settings: Settings) -> PreparedModel:
+    """The checkpoint found, the device, dtype and quantisation checked: a bad setting fails here, before a port
+    is bound."""
     from .engine.model_manager import ModelManager
-    from .logs import configure_logging
     from .model.checkpoint import resolve_checkpoint
     from .model.loading import parse_device, prepare_loading
     from .model.quantization import parse_quantization
     from .model.tts_model import Qwen3TTSModel
     from .service.voice_library import default_data_dir
 
-    log_config = configure_logging(settings.log_format, settings.log_level)
-    _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
-    for warning in unsupported_variable_warnings():
-        log.warning(warning)
-    resolve_checkpoint(settings.model_id)  # fail before binding a port if the checkpoint cannot be found
+    resolve_checkpoint(settings.model_id)
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)
-    parse_quantization(settings.quantize, parse_device(device))  # fp8 without CUDA fails here, before binding
+    parse_quantization(settings.quantize, parse_device(device))  # fp8 without CUDA fails here
     compile_step = settings.resolved_compile()
     if compile_step:  # inductor's compiled code kept beside the voice library, so that a restart reuses it
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((settings.data_dir or default_data_dir()) / "compiled"))
@@ -50,7 +63,19 @@ def serve(settings: Settings) -> int:
         idle_timeout=settings.idle_timeout,
         describe=lambda: prepare_loading(settings.model_id),
     )
-    app = create_app(settings, models)
+    return PreparedModel(models, device, str(dtype), compile_step)
+
+
+def serve(settings: Settings) -> int:
+    from .api.app import create_app
+    from .logs import configure_logging
+
+    log_config = configure_logging(settings.log_format, settings.log_level)
+    _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
+    for warning in unsupported_variable_warnings():
+        log.warning(warning)
+    prepared = prepare_model(settings)
+    app = create_app(settings, prepared.models)
     # uvicorn re-raises the SIGTERM / SIGINT it drained for once it has shut down; absorbed here, so that a
     # graceful stop exits 0 (as the gateway's does).
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -62,10 +87,10 @@ def serve(settings: Settings) -> int:
         settings.model_id,
         where,
         scheme,
-        device,
-        dtype,
+        prepared.device,
+        prepared.dtype,
         settings.quantize,
-        "on" if compile_step else "off",
+        "on" if prepared.compiled else "off",
     )
     drain = ShutdownDrain(app, settings.shutdown_grace)
     config = uvicorn.Config(drain, log_config=log_config, **uvicorn_options(settings))
@@ -77,6 +102,33 @@ def serve(settings: Settings) -> int:
             os.remove(config.uds)
     logging.shutdown()
     return 0 if server.started else STARTUP_FAILURE
+
+
+def serve_wyoming(settings: Settings) -> int:
+    """The app's lifespan (engine and Wyoming port) without an HTTP server, until SIGTERM or SIGINT."""
+    from .api.app import create_app
+    from .logs import configure_logging
+
+    configure_logging(settings.log_format, settings.log_level)
+    _set_process_title(f"qwen3-tts-server wyoming {settings.model_id}")
+    for warning in unsupported_variable_warnings():
+        log.warning(warning)
+    prepared = prepare_model(settings)
+    app = create_app(settings, prepared.models)
+
+    async def run() -> None:
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        async with app.router.lifespan_context(app):
+            log.info("serving %s over Wyoming only (%s, %s)", settings.model_id, prepared.device, prepared.dtype)
+            await stop.wait()
+            log.info("stopping the Wyoming server")
+
+    asyncio.run(run())
+    logging.shutdown()
+    return 0
 
 
 class DrainingServer(uvicorn.Server):

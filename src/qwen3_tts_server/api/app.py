@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
@@ -30,6 +30,7 @@ from ..service.speech import SpeechService
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 from ..service.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
+from ..wyoming_server import WyomingBackend, WyomingServer
 from . import discovery, operations, playground, realtime, speech, voices
 from .dependencies import Services
 from .errors import envelope, install_error_handlers
@@ -39,7 +40,8 @@ from .observability import InFlight, RequestObserver
 
 def create_app(settings: Settings, models: ModelManager) -> FastAPI:
     """The app for `settings`, speaking with the model `models` supplies. The engine starts with the app
-    (with PRELOAD_MODEL: after loading the model) and stops with it."""
+    (with PRELOAD_MODEL: after loading the model) and stops with it; so does the Wyoming server (WYOMING_PORT),
+    whose port is then `app.state.wyoming_port`."""
     prompt_cache = PromptCache(settings.voice_cache_max)
     library = VoiceLibrary(settings.data_dir or default_data_dir(), prompt_cache)
     audio_cache = build_audio_cache(
@@ -76,7 +78,20 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         await asyncio.to_thread(models.prepare)
         await asyncio.to_thread(engine.start, settings.preload_model)
         try:
-            yield
+            async with AsyncExitStack() as wyoming:  # closed first: its connections' jobs end before the engine
+                if settings.wyoming_port is not None:
+                    backend = WyomingBackend(
+                        speech_service,
+                        voice_service,
+                        models,
+                        realtime.parse_request,
+                        settings.model_id,
+                        settings.max_pending_text,
+                    )
+                    host = settings.wyoming_host or settings.host
+                    server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)
+                    app.state.wyoming_port = (await wyoming.enter_async_context(server)).port
+                yield
         finally:
             # uvicorn has cancelled what outlasted the grace period: let it wind down and be logged.
             await in_flight.drained(within=5.0)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from fastapi import APIRouter, WebSocket, WebSocketDisconnect
@@ -32,18 +33,19 @@ def parse_request(config: dict[str, Any], text: str) -> SynthesisRequest:
 
 
 class SocketChannel:
-    """The WebSocket as the session's channel: a send on a closed socket raises ChannelClosed."""
+    """The WebSocket as the session's channel: events as JSON text messages, audio as binary ones; a send on a
+    closed socket raises ChannelClosed."""
 
     def __init__(self, websocket: WebSocket):
         self.websocket = websocket
 
-    async def send_text(self, data: str) -> None:
+    async def send_event(self, payload: dict) -> None:
         try:
-            await self.websocket.send_text(data)
+            await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
         except (WebSocketDisconnect, WebSocketDisconnected) as exc:
             raise ChannelClosed from exc
 
-    async def send_bytes(self, data: bytes) -> None:
+    async def send_audio(self, data: bytes) -> None:
         try:
             await self.websocket.send_bytes(data)
         except (WebSocketDisconnect, WebSocketDisconnected) as exc:

@@ -8,6 +8,7 @@ import asyncio
 import contextlib
 import logging
 
+from ..wyoming_advertisement import WyomingAdvertisement
 from .settings import GatewaySettings
 from .worker import Worker, WorkerUnavailable
 
@@ -21,17 +22,21 @@ class WyomingRelay:
         self.worker = worker
         self.server: asyncio.Server | None = None
         self.connections: set[asyncio.Task[None]] = set()
+        self.advertisement = WyomingAdvertisement()
 
     async def start(self) -> None:
         host = self.settings.wyoming_host or self.settings.host
         self.server = await asyncio.start_server(self._accepted, host, self.settings.wyoming_port)
         port = self.server.sockets[0].getsockname()[1]
         log.info("wyoming listening", extra={"fields": {"host": host, "port": port}})
+        if self.settings.wyoming_zeroconf:
+            await self.advertisement.advertise(host, port)
 
     async def close(self) -> None:
         """Stop accepting; connections still open get SHUTDOWN_GRACE s to finish, then are cut."""
         if self.server is None:
             return
+        await self.advertisement.withdraw()
         self.server.close()
         if self.connections:
             await asyncio.wait(self.connections, timeout=self.settings.shutdown_grace)

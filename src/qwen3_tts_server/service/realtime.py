@@ -2,9 +2,10 @@
 one engine job per clause submitted as soon as the clause is known (the engine batches them), audio sent strictly
 in clause order, and barge-in.
 
-The connection's reader calls `handle` for each client message and never waits on generation; a sender task plays
-the queue of segments. A cancel stops the sender, closes every job (the engine frees their rows within one step)
-and starts a fresh sender.
+The connection's reader calls `handle` for each client message (or, for a protocol of its own such as Wyoming's,
+`update`, `append`, `commit` and `speak`) and never waits on generation; a sender task plays the queue of segments.
+The session hands the channel structured events and audio; the channel puts them on its wire. A cancel stops the
+sender, closes every job (the engine frees their rows within one step) and starts a fresh sender.
 """
 
 from __future__ import annotations
@@ -54,11 +55,12 @@ class ChannelClosed(Exception):
 
 
 class Channel(Protocol):
-    """The connection to the client; sending on a closed one raises ChannelClosed."""
+    """The connection to the client: the session's events (the WebSocket's JSON messages) and its audio, each
+    sent whole before the next; sending on a closed one raises ChannelClosed."""
 
-    async def send_text(self, data: str) -> None: ...
+    async def send_event(self, payload: dict) -> None: ...
 
-    async def send_bytes(self, data: bytes) -> None: ...
+    async def send_audio(self, data: bytes) -> None: ...
 
 
 # The session config with one text as a synthesis request, validated as the HTTP API validates a body
@@ -175,14 +177,14 @@ class RealtimeSession:
                 return
             match message["type"]:
                 case "session.update":
-                    await self._update(message)
+                    await self.update({name: value for name, value in message.items() if name != "type"})
                 case "input_text.append":
-                    await self._append(message_text(message))
+                    await self.append(message_text(message))
                 case "input_text.commit":
-                    await self._commit()
+                    await self.commit()
                 case "input_text":
-                    await self._append(message_text(message))
-                    await self._commit()
+                    await self.append(message_text(message))
+                    await self.commit()
                 case "cancel":
                     await self._cancel()
                 case other:
@@ -190,11 +192,10 @@ class RealtimeSession:
         except TTSError as exc:
             await self._event(error_event(exc, legacy))
 
-    # -- messages --------------------------------------------------------------------------------------
+    # -- messages: each raises a TTSError for a request it refuses -------------------------------------
 
-    async def _update(self, message: dict) -> None:
+    async def update(self, fields: dict[str, Any]) -> None:
         """Check the new config as the HTTP API would; it applies from the next utterance on."""
-        fields = {name: value for name, value in message.items() if name != "type"}
         unknown = sorted(set(fields) - CONFIG_FIELDS)
         if unknown:
             raise InvalidInputError(f"unknown session field {unknown[0]!r}", param=unknown[0])
@@ -222,7 +223,8 @@ class RealtimeSession:
                 param="text",
             )
 
-    async def _append(self, text: str) -> None:
+    async def append(self, text: str) -> None:
+        """Text of the open utterance (one is opened with the session config), spoken clause by clause."""
         self._make_room(text)
         if self.utterance is None:
             self.utterance = Utterance(self.started, dict(self.config))
@@ -231,7 +233,9 @@ class RealtimeSession:
             if speakable(clause):  # an emoji or a mark alone between clauses has nothing to say
                 await self._submit(self.utterance, clause)
 
-    async def _commit(self) -> None:
+    async def commit(self) -> None:
+        """End the open utterance: its last clause is spoken, then its `done` event is sent. Queuing that end is
+        the last thing it does: its caller runs on before the sender can reach it."""
         utterance, self.utterance = self.utterance, None
         rest = self.splitter.flush()
         if utterance is not None and speakable(rest):  # a trailing emoji alone has nothing to say
@@ -249,17 +253,25 @@ class RealtimeSession:
             raise InvalidInputError("`input` must be a string", param="input")
         if self.utterance is not None:  # its audio would interleave with this one's
             raise InvalidInputError("an utterance is open: commit or cancel it before a message with `input`")
+        await self.speak(fields, text, legacy=True)
+
+    async def speak(self, fields: dict[str, Any], text: str, legacy: bool = False) -> None:
+        """A whole text spoken as one utterance, its config `fields` over the defaults (not the session's): the
+        config and the text are checked first (one error, before anything is spoken). `legacy`: the earlier
+        server's form (audio, then `{"event": "done"}`), its text given as `input`. Queuing the utterance's end is
+        the last thing it does: its caller runs on before the sender can reach it."""
+        param = "input" if legacy else "text"
         config = {**DEFAULT_CONFIG, **fields}
-        await self._check(config, text)  # one error, before anything is spoken
+        await self._check(config, text)
         self._make_room(text)
-        utterance = Utterance(self.started, config, legacy=True)
+        utterance = Utterance(self.started, config, legacy=legacy)
         self.started += 1
         splitter = IncrementalSegmenter()
         for clause in [*splitter.feed(text), splitter.flush()]:
             if speakable(clause):
                 await self._submit(utterance, clause)
         if not utterance.clauses:
-            raise InvalidInputError("nothing to speak: the input is empty", param="input")
+            raise InvalidInputError(f"nothing to speak: the {param} is empty", param=param)
         self.queue.put_nowait(utterance)
 
     async def _cancel(self) -> None:
@@ -287,7 +299,7 @@ class RealtimeSession:
         await asyncio.wait([self.sender])
         error = None if self.sender.cancelled() else self.sender.exception()
         if error is not None and not isinstance(error, ChannelClosed):
-            log.error("the WebSocket audio sender failed", exc_info=error)
+            log.error("the session's audio sender failed", exc_info=error)
         while not self.queue.empty():
             item = self.queue.get_nowait()
             if isinstance(item, Segment):
@@ -318,7 +330,7 @@ class RealtimeSession:
             async with aclosing(segment.speech.audio()) as audio:
                 async for data in audio:
                     async with self.send_lock:
-                        await self.channel.send_bytes(data)
+                        await self.channel.send_audio(data)
             if not legacy:
                 await self._event({"type": "segment.end", **ids, "frames": segment.speech.frames})
         except TTSError as exc:  # in place of segment.end
@@ -329,4 +341,4 @@ class RealtimeSession:
 
     async def _event(self, payload: dict) -> None:
         async with self.send_lock:
-            await self.channel.send_text(json.dumps(payload, ensure_ascii=False))
+            await self.channel.send_event(payload)

@@ -1,0 +1,20 @@
+"""What the Wyoming server speaks with: the app's services, handed over by the API layer."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..engine.model_manager import ModelManager
+from ..service.realtime import RequestParser
+from ..service.speech import SpeechService
+from ..service.voices import VoiceService
+
+
+@dataclass(frozen=True)
+class WyomingBackend:
+    speech: SpeechService
+    voices: VoiceService
+    models: ModelManager
+    parse: RequestParser  # a config and a text validated as a POST /v1/audio/speech body (the API layer's)
+    model_id: str
+    max_pending_text: int  # characters a streamed synthesis may have waiting to be spoken (MAX_PENDING_TEXT)

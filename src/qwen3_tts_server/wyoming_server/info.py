@@ -1,0 +1,61 @@
+"""`describe` answered: one TTS program listing every voice the server knows, as Home Assistant offers them."""
+
+from __future__ import annotations
+
+import asyncio
+from importlib.metadata import version
+
+from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
+
+from .backend import WyomingBackend
+from .languages import language_codes
+
+PROGRAM = "qwen3-tts"
+ATTRIBUTION = Attribution(name="Qwen (Alibaba Cloud)", url="https://github.com/QwenLM/Qwen3-TTS")
+# The voices each model type speaks; the others are listed as not installed, and Home Assistant leaves them out.
+SPOKEN = {"custom_voice": {"preset", "alias"}, "base": {"audio_sample"}, "voice_design": {"prompt"}}
+KINDS = {"audio_sample": "cloned voice", "prompt": "designed voice"}
+
+
+async def describe(backend: WyomingBackend) -> Info:
+    """Presets, OpenAI aliases and library voices (GET /v1/audio/voices), each in every language of the model;
+    from the checkpoint's config: the model is not loaded for it."""
+    config = await asyncio.to_thread(backend.models.config)
+    languages = language_codes(config.languages)
+    spoken = SPOKEN.get(config.model_type, set())
+    voices = [
+        TtsVoice(
+            name=voice["id"],
+            description=_description(voice),
+            attribution=ATTRIBUTION,
+            installed=voice["type"] in spoken,
+            version=None,
+            languages=languages,
+        )
+        for voice in await backend.voices.list_voices()
+    ]
+    program = TtsProgram(
+        name=PROGRAM,
+        description=f"Qwen3-TTS ({backend.model_id})",
+        attribution=ATTRIBUTION,
+        installed=True,
+        version=version("qwen3-tts-server"),
+        voices=voices,
+        supports_synthesize_streaming=True,
+    )
+    return Info(tts=[program])
+
+
+def _description(voice: dict) -> str:
+    """The name Home Assistant shows: a preset's name (`Uncle Fu`), an alias with its preset, a library voice's
+    name with its kind."""
+    if voice["type"] == "preset":
+        return _preset_name(voice["name"])
+    if voice["type"] == "alias":
+        return f"{voice['name']} ({_preset_name(voice['alias_of'])})"
+    kind = KINDS.get(voice["type"])
+    return f"{voice['name']} ({kind})" if kind else voice["name"]
+
+
+def _preset_name(speaker: str) -> str:
+    return speaker.replace("_", " ").title()
