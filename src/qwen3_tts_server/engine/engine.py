@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from ..config import MAX_REQUEST_FRAMES
+from ..config import CPU_BATCH_SIZE, GPU_BATCH_SIZE, MAX_REQUEST_FRAMES
 from ..errors import EngineBusyError, EngineOutOfMemoryError, EngineStoppedError, RequestTimeoutError, TTSError
 from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
@@ -57,7 +57,7 @@ def typed_error(exc: Exception, what: str) -> TTSError:
 
 def default_batch_size() -> int:
     """Rows per decode step: 64 on a GPU, 16 on a CPU."""
-    return 64 if torch.cuda.is_available() else 16
+    return GPU_BATCH_SIZE if torch.cuda.is_available() else CPU_BATCH_SIZE
 
 
 @dataclass(eq=False)

@@ -40,7 +40,9 @@ def pin_engine_thread(cores: set[int] | None) -> None:
         use_torch_threads(len(cores))
         reason = "INFERENCE_CPU_CORES"
     elif os.environ.get("OMP_NUM_THREADS"):
-        reason = "OMP_NUM_THREADS"  # torch read it at start
+        # Set again: torch read it at start, but a model load since may have raised the count (model_manager.py).
+        use_torch_threads(int(os.environ["OMP_NUM_THREADS"]))
+        reason = "OMP_NUM_THREADS"
     else:
         use_torch_threads(len(allowed))
         reason = "the cores this process may use"

@@ -8,11 +8,19 @@ so after a crash (kill -9 included) a voice is either complete or absent; leftov
 A disk that is full or read-only refuses a change whole: a 507 that says which, no half-written voice left
 behind, and the library as it was. Ids are generated here and checked against their pattern before any path is
 built from one.
+
+Several processes may share the directory (replicas on NFS or a ReadWriteMany volume): the disk is the truth and
+what a process holds in memory only spares it reads. A listing reads the directory; a lookup opens the voice's
+file (an open, unlike a stat, is revalidated with an NFS server), so a voice another process added is found and
+one it deleted is gone, its clone prompt never served from this process's cache again. Ids are never reused, so a
+folder of that id is that voice. A writer holds a lock beside its staging folder while it writes: a process
+starting meanwhile sweeps only the leftovers nobody holds.
 """
 
 from __future__ import annotations
 
 import errno
+import fcntl
 import json
 import os
 import re
@@ -27,13 +35,14 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import InsufficientStorageError, NotFoundError
+from ..errors import InsufficientStorageError, InvalidInputError, NotFoundError
 from ..model.voice_prompt import Mode, VoicePrompt
 
 VoiceType = Literal["audio_sample", "prompt"]
 _ID = re.compile(r"voice_[0-9a-f]{32}")
 _TEMP_PREFIX = ".incoming-"
 _TRASH_PREFIX = ".deleted-"
+_LOCK_SUFFIX = ".lock"
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
 
@@ -113,20 +122,39 @@ class VoiceLibrary:
         self.root = Path(data_dir) / "voices"
         self.root.mkdir(parents=True, exist_ok=True)
         self.cache = cache
-        self._lock = threading.Lock()
+        self._voices: dict[str, StoredVoice] = {}  # the voices this process has read, by id
         self._sweep()
-        self._voices = {voice.id: voice for voice in map(self._read, self._folders())}
+        self.list()
 
     def list(self) -> list[StoredVoice]:
-        return sorted(self._voices.values(), key=lambda voice: (voice.created_at, voice.id))
+        """Every voice stored now, those other processes sharing the directory added or deleted included."""
+        known = self._voices
+        voices = {}
+        for entry in os.scandir(self.root):
+            if _ID.fullmatch(entry.name):
+                voice = known.get(entry.name) or self._read(self.root / entry.name)
+                if voice is not None:
+                    voices[voice.id] = voice
+        self._voices = voices
+        return sorted(voices.values(), key=lambda voice: (voice.created_at, voice.id))
 
     def find(self, voice_id: str) -> StoredVoice | None:
-        return self._voices.get(voice_id)
+        """The voice `voice_id` if it is stored now (one open for a voice read before, one read otherwise)."""
+        if not _ID.fullmatch(voice_id):
+            return None
+        folder = self.root / voice_id
+        known = self._voices.get(voice_id)
+        voice = known if known is not None and _present(folder / "voice.json") else self._read(folder)
+        if voice is None:
+            self._voices.pop(voice_id, None)
+        else:
+            self._voices[voice_id] = voice
+        return voice
 
     def get(self, voice_id: str) -> StoredVoice:
         voice = self.find(voice_id)
         if voice is None:
-            raise NotFoundError(f"no voice {voice_id!r} in the voice library", param="voice_id")
+            raise _not_found(voice_id)
         return voice
 
     def add(
@@ -145,7 +173,7 @@ class VoiceLibrary:
             prompt_id=prompt.id if prompt else None,
         )
         staging = self.root / f"{_TEMP_PREFIX}{voice.id}"
-        with _disk_refusals("the voice was not stored"):
+        with _disk_refusals("the voice was not stored"), _claim(staging, wait=True):
             try:
                 staging.mkdir()
                 if prompt is not None:
@@ -153,48 +181,114 @@ class VoiceLibrary:
                 (staging / "voice.json").write_text(
                     json.dumps(asdict(voice), ensure_ascii=False, indent=1), encoding="utf-8"
                 )
-                _fsync_folder(staging)
-                with self._lock:
-                    staging.rename(self.root / voice.id)
-                    _fsync_folder(self.root)
-                    self._voices[voice.id] = voice
+                _fsync_files(staging)
+                staging.rename(self.root / voice.id)
+                _fsync_entries(self.root)
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
                 raise
+        self._voices[voice.id] = voice
         if prompt is not None:
             self.cache.put(prompt)
         return voice
 
     def delete(self, voice_id: str) -> StoredVoice:
-        with self._lock:
-            voice = self.get(voice_id)
-            trash = self.root / f"{_TRASH_PREFIX}{voice.id}"
-            with _disk_refusals(f"voice {voice.id} was not deleted"):
+        voice = self.get(voice_id)
+        trash = self.root / f"{_TRASH_PREFIX}{voice.id}"
+        with _disk_refusals(f"voice {voice.id} was not deleted"):
+            try:
                 (self.root / voice.id).rename(trash)  # gone at once; the files go after
-            del self._voices[voice.id]
+            except FileNotFoundError:  # another process sharing the directory deleted it first
+                self._voices.pop(voice.id, None)
+                raise _not_found(voice_id) from None
+        self._voices.pop(voice.id, None)
         shutil.rmtree(trash, ignore_errors=True)
         return voice
 
     def clone_prompt(self, voice: StoredVoice) -> VoicePrompt:
-        """The clone prompt of an audio-sample voice, from the cache or its folder."""
+        """The clone prompt of an audio-sample voice, from the cache or its folder; NotFoundError once the voice is
+        deleted (here or by another process), whatever the cache holds."""
+        folder = self.root / voice.id
+        if not _present(folder / "voice.json"):
+            raise _not_found(voice.id)
         prompt = self.cache.get(voice.prompt_id)
         if prompt is None:
-            prompt = VoicePrompt.load(self.root / voice.id / "prompt")
+            try:
+                prompt = VoicePrompt.load(folder / "prompt")
+            except InvalidInputError:
+                if not _present(folder / "voice.json"):  # deleted while it was read
+                    raise _not_found(voice.id) from None
+                raise
             self.cache.put(prompt)
         return prompt
 
-    def _folders(self) -> list[Path]:
-        return [path for path in self.root.iterdir() if path.is_dir() and _ID.fullmatch(path.name)]
-
     def _sweep(self) -> None:
-        """Remove what a crash left half-written or half-deleted."""
+        """Remove what a crash left half-written or half-deleted, but no staging folder its writer (in any process
+        sharing the directory) still holds."""
         for path in self.root.iterdir():
-            if path.name.startswith((_TEMP_PREFIX, _TRASH_PREFIX)):
-                shutil.rmtree(path, ignore_errors=True)
+            if path.name.startswith(_TRASH_PREFIX):
+                shutil.rmtree(path, ignore_errors=True)  # a delete elsewhere removing it too is no harm
+            elif path.name.startswith(_TEMP_PREFIX):
+                staging = path.with_name(path.name.removesuffix(_LOCK_SUFFIX))
+                try:
+                    with _claim(staging, wait=False) as held:
+                        if held:
+                            shutil.rmtree(staging, ignore_errors=True)
+                except OSError:  # a read-only library keeps its leftovers
+                    pass
 
     @staticmethod
-    def _read(folder: Path) -> StoredVoice:
-        return StoredVoice(**json.loads((folder / "voice.json").read_text(encoding="utf-8")))
+    def _read(folder: Path) -> StoredVoice | None:
+        """The voice in `folder`; None when there is none (never stored, or deleted meanwhile)."""
+        try:
+            text = (folder / "voice.json").read_text(encoding="utf-8")
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        return StoredVoice(**json.loads(text))
+
+
+def _not_found(voice_id: str) -> NotFoundError:
+    return NotFoundError(f"no voice {voice_id!r} in the voice library", param="voice_id")
+
+
+def _present(path: Path) -> bool:
+    """Whether the file exists now: opened, not stat'ed, since an NFS client answers a stat from its attribute cache
+    but checks with the server on an open (close-to-open consistency)."""
+    try:
+        os.close(os.open(path, os.O_RDONLY))
+    except (FileNotFoundError, NotADirectoryError):
+        return False
+    return True
+
+
+@contextmanager
+def _claim(staging: Path, wait: bool) -> Iterator[bool]:
+    """An exclusive lock on `<staging>.lock` (created if needed), yielding whether it is held: the writer waits for
+    it and holds it from before its staging folder exists until after the folder is renamed into place; a sweep
+    tries it without waiting and removes only what it holds. The lock file goes before the lock is let go, and a
+    holder checks that the file it locked is still the one at the path (else a sweep removed it: it starts over).
+    On NFS flock is a lock the server keeps (unless mounted with local_lock)."""
+    path = staging.with_name(staging.name + _LOCK_SUFFIX)
+    while True:
+        descriptor = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(descriptor, fcntl.LOCK_EX if wait else fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(descriptor)
+            yield False
+            return
+        try:
+            current = os.stat(path).st_ino == os.fstat(descriptor).st_ino
+        except FileNotFoundError:
+            current = False
+        if current:
+            break
+        os.close(descriptor)
+    try:
+        yield True
+    finally:
+        path.unlink(missing_ok=True)
+        os.close(descriptor)
 
 
 @contextmanager
@@ -211,12 +305,17 @@ def _disk_refusals(outcome: str) -> Iterator[None]:
         raise
 
 
-def _fsync_folder(folder: Path) -> None:
+def _fsync_files(folder: Path) -> None:
     """Flush a folder's files and its entry list to disk, so a rename after it publishes complete data."""
     for path in folder.iterdir():
         if path.is_file():
             with open(path, "rb") as handle:
                 os.fsync(handle.fileno())
+    _fsync_entries(folder)
+
+
+def _fsync_entries(folder: Path) -> None:
+    """Flush a folder's entry list (a rename into it) to disk."""
     descriptor = os.open(folder, os.O_RDONLY)
     try:
         os.fsync(descriptor)
