@@ -95,7 +95,7 @@ def main() -> None:
         "token_rate": args.token_rate,
         "model": str(args.model or "tiny (random weights)"),
         "cpus": len(os.sched_getaffinity(0)),
-        "note": "CPU, on a machine shared with other work at the time",
+        "load_average_1m_after": round(os.getloadavg()[0], 2),
     }
     OUT.parent.mkdir(parents=True, exist_ok=True)
     OUT.write_text(json.dumps({"meta": meta, "results": results}, indent=1) + "\n")
