@@ -9,13 +9,13 @@ import os
 
 import httpx
 
+from .gateway.listen import WILDCARD_HOSTS
+
 READY_PATH = "/ready"
-# A server listening on every interface is probed on the loopback of the same family (a mapping: it binds nothing).
-WILDCARD_HOSTS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}  # nosec B104
 
 
 def ready_url(host: str, port: int, tls: bool = False) -> str:
-    """The /ready URL of a server listening on host:port, wildcard addresses mapped to the loopback."""
+    """The /ready URL of a server listening on host:port, a wildcard address probed on the loopback of its family."""
     host = WILDCARD_HOSTS.get(host.strip(), host.strip())
     if ":" in host and not host.startswith("["):
         host = f"[{host}]"

@@ -9,11 +9,12 @@ import logging
 import socket
 from typing import TYPE_CHECKING
 
+from .gateway.listen import WILDCARD_HOSTS
+
 if TYPE_CHECKING:
     from wyoming.zeroconf import HomeAssistantZeroconf
 
 log = logging.getLogger("qwen3_tts_server.wyoming")
-WILDCARDS = ("", "0.0.0.0", "::")
 
 
 class WyomingAdvertisement:
@@ -24,7 +25,7 @@ class WyomingAdvertisement:
     async def advertise(self, host: str, port: int) -> None:
         """Advertise `port` on the address it listens on (a wildcard: the address of the interface that reaches
         the LAN). A port on the loopback is not advertised; a failure is a warning, never a refusal to serve."""
-        address = None if host in WILDCARDS else host
+        address = None if host in WILDCARD_HOSTS else host
         if address is not None and _is_loopback(address):
             log.warning("WYOMING_ZEROCONF is set but the Wyoming port listens on %s only: not advertised", address)
             return

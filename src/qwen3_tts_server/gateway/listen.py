@@ -7,6 +7,9 @@ import math
 import os
 from typing import Any, Protocol
 
+# The addresses that mean every interface, each with the loopback of its family (a mapping: it binds nothing).
+WILDCARD_HOSTS = {"": "127.0.0.1", "0.0.0.0": "127.0.0.1", "::": "::1", "[::]": "::1"}  # nosec B104
+
 
 class ListenSettings(Protocol):
     """What both `Settings` and the gateway's `GatewaySettings` have."""
