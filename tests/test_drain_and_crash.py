@@ -18,7 +18,7 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from qwen3_tts_server.testing.live_gateway import live_gateway
-from qwen3_tts_server.testing.live_server import LiveProcess, live_process
+from qwen3_tts_server.testing.live_server import LiveProcess, free_port, live_process
 
 SPEECH = "/v1/audio/speech"
 TIMEOUT = 300
@@ -76,8 +76,10 @@ async def pcm_stream(
 def test_sigterm_under_load_reports_the_drain(checkpoint_dirs):
     """Every client stops reading after its first audio, so every stream is in flight at the signal whatever the
     machine's speed; the short streams' clients read on at the signal (they finish within the grace period), the
-    long streams' clients only once the server has gone (they were cut at its end)."""
-    env = {"SHUTDOWN_GRACE": str(GRACE), "MAX_REQUEST_FRAMES": str(DRAIN_FRAME_CAP)}
+    long streams' clients only once the server has gone (they were cut at its end). The Wyoming port closes at the
+    signal as the HTTP port does."""
+    wyoming_port = free_port()
+    env = {"SHUTDOWN_GRACE": str(GRACE), "MAX_REQUEST_FRAMES": str(DRAIN_FRAME_CAP), "WYOMING_PORT": str(wyoming_port)}
     with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
         # Distinct seeds: no stream is answered from the audio cache.
         streams = [Stream(f"drain-{n}") for n in range(6)]
@@ -96,6 +98,8 @@ def test_sigterm_under_load_reports_the_drain(checkpoint_dirs):
 
                 await start(streams[:3], LONG_TEXT, long_resume)
                 await start(streams[3:], SHORT_TEXT, short_resume)
+                _, writer = await asyncio.open_connection("127.0.0.1", wyoming_port)  # open before the signal
+                writer.close()
                 signalled = time.monotonic()
                 live.process.send_signal(signal.SIGTERM)
                 short_resume.set()
@@ -103,6 +107,8 @@ def test_sigterm_under_load_reports_the_drain(checkpoint_dirs):
                 with pytest.raises(httpx.ConnectError):
                     async with httpx.AsyncClient(base_url=live.base) as fresh:
                         await fresh.get("/health")  # a new connection is refused
+                with pytest.raises(ConnectionRefusedError):
+                    await asyncio.open_connection("127.0.0.1", wyoming_port)  # on either port
                 code = await asyncio.to_thread(live.process.wait, GRACE + 10)
                 exited = time.monotonic()
                 long_resume.set()

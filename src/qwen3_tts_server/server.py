@@ -13,6 +13,7 @@ import logging
 import os
 import signal
 import socket
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -94,7 +95,7 @@ def serve(settings: Settings) -> int:
     )
     drain = ShutdownDrain(app, settings.shutdown_grace)
     config = uvicorn.Config(drain, log_config=log_config, **uvicorn_options(settings))
-    server = DrainingServer(config, drain)
+    server = DrainingServer(config, drain, app.state.on_drain)
     try:
         server.run()
     finally:
@@ -132,14 +133,18 @@ def serve_wyoming(settings: Settings) -> int:
 
 
 class DrainingServer(uvicorn.Server):
-    """uvicorn's server, telling the drain report when the graceful stop begins."""
+    """uvicorn's server, telling the drain report and the app's other listeners (`on_drain`: the Wyoming port) when
+    the graceful stop begins."""
 
-    def __init__(self, config: uvicorn.Config, drain: ShutdownDrain) -> None:
+    def __init__(self, config: uvicorn.Config, drain: ShutdownDrain, on_drain: list[Callable[[], None]]) -> None:
         super().__init__(config)
         self.drain = drain
+        self.on_drain = on_drain
 
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         self.drain.begin()
+        for stop_accepting in self.on_drain:
+            stop_accepting()
         await super().shutdown(sockets)
 
 

@@ -41,7 +41,8 @@ from .observability import InFlight, RequestObserver
 def create_app(settings: Settings, models: ModelManager) -> FastAPI:
     """The app for `settings`, speaking with the model `models` supplies. The engine starts with the app
     (with PRELOAD_MODEL: after loading the model) and stops with it; so does the Wyoming server (WYOMING_PORT),
-    whose port is then `app.state.wyoming_port`."""
+    whose port is then `app.state.wyoming_port`. When a graceful stop begins, the server calls each of
+    `app.state.on_drain`: the other listeners close too."""
     prompt_cache = PromptCache(settings.voice_cache_max)
     library = VoiceLibrary(settings.data_dir or default_data_dir(), prompt_cache)
     audio_cache = build_audio_cache(
@@ -91,6 +92,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
                     host = settings.wyoming_host or settings.host
                     server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)
                     app.state.wyoming_port = (await wyoming.enter_async_context(server)).port
+                    app.state.on_drain.append(server.stop_accepting)
                 yield
         finally:
             # uvicorn has cancelled what outlasted the grace period: let it wind down and be logged.
@@ -100,6 +102,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
                 await audio_cache.close()
 
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
+    app.state.on_drain = []
     app.state.services = Services(settings, models, engine, speech_service, voice_service, metrics, audio_cache)
     install_error_handlers(app)
     accepted_keys = settings.accepted_keys()

@@ -42,6 +42,12 @@ class WyomingServer:
         """The mDNS service name, once advertised."""
         return self._advertisement.name
 
+    def stop_accepting(self) -> None:
+        """Close the listening socket (a graceful stop has begun); the connections open go on until the exit."""
+        listening = self._tcp._server
+        if listening is not None:
+            listening.close()
+
     async def __aexit__(self, *_) -> None:
         await self._advertisement.withdraw()
         await self._tcp.stop()  # no new connections; each open one is told to stop reading
