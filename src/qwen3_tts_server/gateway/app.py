@@ -108,6 +108,7 @@ class GatewayApp:
         self.settings = settings
         self.worker = worker
         self.cors = Cors(settings.cors_origins)
+        self.wyoming: WyomingRelay | None = None  # the Wyoming port, while it is served
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] == "lifespan":
@@ -129,7 +130,6 @@ class GatewayApp:
 
     async def _lifespan(self, receive: Receive, send: Send) -> None:
         idle_stopper: asyncio.Task[None] | None = None
-        wyoming: WyomingRelay | None = None
         while True:
             message = await receive()
             if message["type"] == "lifespan.startup":
@@ -137,14 +137,14 @@ class GatewayApp:
                 if self.settings.wyoming_port is not None:
                     from .wyoming_relay import WyomingRelay
 
-                    wyoming = WyomingRelay(self.settings, self.worker)
-                    await wyoming.start()
+                    self.wyoming = WyomingRelay(self.settings, self.worker)
+                    await self.wyoming.start()
                 await send({"type": "lifespan.startup.complete"})
             elif message["type"] == "lifespan.shutdown":
                 if idle_stopper is not None:
                     idle_stopper.cancel()
-                if wyoming is not None:
-                    await wyoming.close()
+                if self.wyoming is not None:
+                    await self.wyoming.close()
                 await self.worker.close()
                 await send({"type": "lifespan.shutdown.complete"})
                 return

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import signal
+import socket
 import sys
 
 import uvicorn
@@ -34,13 +35,27 @@ def main(argv: list[str]) -> int:
     configure_logging(settings.log_format, settings.log_level)
     for warning in warnings:
         log.warning(warning)
-    config = uvicorn_config(settings, GatewayApp(settings, Worker(settings, argv)))
+    app = GatewayApp(settings, Worker(settings, argv))
+    config = uvicorn_config(settings, app)
     # uvicorn re-raises a SIGTERM/SIGINT it handled once it has shut down; these handlers absorb it so that a
     # graceful stop exits 0.
     for sig in (signal.SIGTERM, signal.SIGINT):
         signal.signal(sig, lambda *_: None)
-    asyncio.run(uvicorn.Server(config).serve())
+    asyncio.run(GatewayServer(config, app).serve())
     return 0
+
+
+class GatewayServer(uvicorn.Server):
+    """uvicorn's server, closing the gateway's Wyoming port too when the graceful stop begins."""
+
+    def __init__(self, config: uvicorn.Config, app: GatewayApp) -> None:
+        super().__init__(config)
+        self.gateway = app
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        if self.gateway.wyoming is not None:
+            self.gateway.wyoming.stop_accepting()
+        await super().shutdown(sockets)
 
 
 def uvicorn_config(settings: GatewaySettings, app: GatewayApp) -> uvicorn.Config:

@@ -32,6 +32,11 @@ class WyomingRelay:
         if self.settings.wyoming_zeroconf:
             await self.advertisement.advertise(host, port)
 
+    def stop_accepting(self) -> None:
+        """A graceful stop has begun: no new connection; those open go on."""
+        if self.server is not None:
+            self.server.close()
+
     async def close(self) -> None:
         """Stop accepting; connections still open get SHUTDOWN_GRACE s to finish, then are cut."""
         if self.server is None:
