@@ -148,6 +148,8 @@ def test_mulaw_at_8khz_is_one_byte_a_sample(server):
 def test_cancel_stops_audio_frees_the_engine_and_the_next_utterance_plays(server):
     async def scenario():
         async with connect(ws_url(server)) as ws:
+            # Seeded: the first clause cannot end by chance before the engine's jobs are counted.
+            await send(ws, type="session.update", seed=0)
             await send(ws, type="input_text", text="A first sentence that runs long. And a second one too.")
             await receive_until(ws, "audio")
             busy = await engine_jobs(server)
