@@ -76,6 +76,15 @@ def server(checkpoint_dirs) -> Iterator[LiveProcess]:
 
 
 @pytest.fixture(scope="module")
+def long_speaker(checkpoint_dirs) -> Iterator[LiveProcess]:
+    """As `server`, its segments 400 frames long: what it says takes seconds to make, so a Stop always lands while
+    the engine is still generating."""
+    env = {**ENV, "MAX_REQUEST_FRAMES": "400"}
+    with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
 def designer(checkpoint_dirs) -> Iterator[LiveProcess]:
     """A VoiceDesign model, no key."""
     with live_process("serve", checkpoint_dirs["voice_design"], "--preload-model", env={**ENV, "API_KEY": ""}) as live:
@@ -187,10 +196,11 @@ def test_speech_plays_while_generated_and_downloads(server, open_page):
     assert rate == 24000 and np.array_equal(flac, wav)
 
 
-def test_stop_cancels_the_stream(server, open_page):
+def test_stop_cancels_the_stream(long_speaker, open_page):
+    server = long_speaker
     page = open_page(server.base)
     expect(page.locator("#voice option")).not_to_have_count(0)
-    page.fill("#text", ("This is sentence number 12345. " * 140)[:4096])  # 14 segments, 168 frames
+    page.fill("#text", ("This is sentence number 12345. " * 140)[:4096])  # 14 segments of 400 frames
     page.click("#speak")
     page.wait_for_function(f"() => {STATE}.samplesPlayed > 0")
     page.click("#stop")
