@@ -17,6 +17,19 @@ from lingua import Language, LanguageDetector, LanguageDetectorBuilder
 
 from .scripts import HAN_RANGES, HANGUL_RANGES, KANA_RANGES
 
+# The model's languages and their ISO 639-1 codes (sentence splitting by pysbd, Wyoming clients).
+LANGUAGE_CODES = {
+    "chinese": "zh",
+    "english": "en",
+    "japanese": "ja",
+    "korean": "ko",
+    "german": "de",
+    "french": "fr",
+    "russian": "ru",
+    "portuguese": "pt",
+    "spanish": "es",
+    "italian": "it",
+}
 LATIN_LANGUAGES = {
     Language.ENGLISH: "english",
     Language.GERMAN: "german",

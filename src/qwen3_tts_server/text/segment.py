@@ -24,18 +24,11 @@ from functools import cache
 
 import pysbd
 
+from .language import LANGUAGE_CODES
 from .scripts import is_cjk
 
-PYSBD_CODES = {
-    "chinese": "zh",
-    "english": "en",
-    "japanese": "ja",
-    "german": "de",
-    "french": "fr",
-    "russian": "ru",
-    "spanish": "es",
-    "italian": "it",
-}
+# pysbd has no Korean or Portuguese rules: those are split by the rules alone.
+PYSBD_CODES = {name: code for name, code in LANGUAGE_CODES.items() if name not in ("korean", "portuguese")}
 # pysbd's time grows faster than the text (7 ms for 900 characters, 170 ms for 7000): it gets chunks of whole
 # rule-based sentences about this long, and a longer sentence is left to the rules.
 PYSBD_CHUNK = 500
@@ -178,7 +171,7 @@ def _rules(language: str | None) -> _Rules:
 def _language(language: str | None) -> str | None:
     """The language's name in lower case, or None for no language or one the model lacks."""
     name = (language or "").lower()
-    return name if name in PYSBD_CODES or name in ("korean", "portuguese") else None
+    return name if name in LANGUAGE_CODES else None
 
 
 # -- whole text ----------------------------------------------------------------------------------------------

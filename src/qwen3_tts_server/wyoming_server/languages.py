@@ -4,18 +4,8 @@ from __future__ import annotations
 
 import re
 
-LANGUAGE_CODES = {
-    "chinese": "zh",
-    "english": "en",
-    "japanese": "ja",
-    "korean": "ko",
-    "german": "de",
-    "french": "fr",
-    "russian": "ru",
-    "portuguese": "pt",
-    "spanish": "es",
-    "italian": "it",
-}
+from ..text.language import LANGUAGE_CODES
+
 _NAMES = {code: name for name, code in LANGUAGE_CODES.items()}
 _REGION = re.compile(r"[-_].*")  # en-US, pt_BR: the language is what the model tells apart
 

@@ -9,11 +9,8 @@ const MAX_SEED = 2 ** 31 - 1;
 const SAMPLE_LINE = "Hello, this is how this voice sounds.";
 const POLL_MS = { idle: 5000, speaking: 1000 }; // the server panel: each poll is two logged requests
 
-// The last run as tests and benchmarks read it (times in ms from the click on Speak).
-const state = (window.playground = {
-  model: null,
-  runs: 0,
-  running: false,
+// What a run starts from.
+const freshRun = () => ({
   samplesReceived: 0,
   samplesPlayed: 0,
   firstAudioMs: null,
@@ -21,6 +18,8 @@ const state = (window.playground = {
   cancelled: false,
   done: false,
 });
+// The last run as tests and benchmarks read it (times in ms from the click on Speak).
+const state = (window.playground = { model: null, runs: 0, running: false, ...freshRun() });
 
 const waveform = new Waveform($("waveform"));
 let voices = [];
@@ -151,14 +150,7 @@ function resetResult() {
   $("speech-status").textContent = "";
   showError("speech-error", null);
   waveform.clear();
-  Object.assign(state, {
-    samplesReceived: 0,
-    samplesPlayed: 0,
-    firstAudioMs: null,
-    firstSoundMs: null,
-    cancelled: false,
-    done: false,
-  });
+  Object.assign(state, freshRun());
 }
 
 async function speak(text, voice) {
