@@ -97,7 +97,8 @@ def test_graph_capture_failure_falls_back_to_the_static_step(models, caplog):
     with caplog.at_level("WARNING"):
         graphed = _frames_of(generator)
     assert [r.message for r in caplog.records].count(caplog.records[0].message) == 1
-    assert "CUDA graph capture failed" in caplog.records[0].message
+    assert "CUDA graphs off: capture failed" in caplog.records[0].message
     assert generator.graphs is not None and not generator.graphs.enabled and len(generator.graphs) == 0
+    assert generator.graphs_state.startswith("failed (capture failed: ")
     for row, frames in graphed.items():
         np.testing.assert_array_equal(np.stack(frames), np.stack(plain[row]))

@@ -49,6 +49,11 @@ class Settings(BaseSettings):
         description="compile the frame step's layers (torch.compile) at warm-up: on, off, or auto (off: 0 to 4 "
         "percent faster on a CPU for seconds of compiling; on CUDA the step replays as CUDA graphs)",
     )
+    cuda_graphs: bool = Field(
+        True,
+        description="replay the frame step as CUDA graphs on a GPU (a capture that fails or replays other codes than "
+        "the eager step falls back to it, as /health's cuda_graphs says)",
+    )
     preload_model: bool = Field(False, description="load the model at start instead of on the first request")
     idle_timeout: float = Field(
         120.0, ge=0, description="seconds without work before the model (gateway: the worker) is unloaded; 0 never"

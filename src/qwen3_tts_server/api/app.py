@@ -55,6 +55,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         max_frames_cap=settings.max_request_frames,
         cpu_cores=settings.cpu_cores(),
         stream_buffer_seconds=settings.stream_buffer_seconds,
+        cuda_graphs=settings.cuda_graphs,
     )
     voice_service = VoiceService(models, library, VoiceCloner(prompt_cache))
     speech_service = SpeechService(

@@ -177,6 +177,7 @@ class Engine:
         max_frames_cap: int = MAX_REQUEST_FRAMES,
         cpu_cores: set[int] | None = None,
         stream_buffer_seconds: float = 30.0,
+        cuda_graphs: bool = True,
     ):
         self.models = models if isinstance(models, ModelManager) else ModelManager.fixed(models)
         self.max_batch_size = max_batch_size or default_batch_size()
@@ -186,6 +187,7 @@ class Engine:
         self.cpu_cores = cpu_cores  # the engine thread's CPU cores (None: all)
         # Audio a stream may hold ahead of its client before its row pauses (0: no bound).
         self.stream_buffer_seconds = stream_buffer_seconds
+        self.cuda_graphs = cuda_graphs  # replay the frame step as CUDA graphs where the model is on CUDA
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
         self.longest_prefill_stall = 0.0  # seconds running streams waited for joining prefills
         self.pace = Pace()
@@ -432,7 +434,7 @@ class Engine:
     def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
         if self.generator is None:
             started = time.perf_counter()
-            generator = FrameGenerator(model.talker, self.max_batch_size)
+            generator = FrameGenerator(model.talker, self.max_batch_size, graphs=None if self.cuda_graphs else False)
             graphs = generator.capture()
             if graphs:
                 log.info("captured %d CUDA graphs of the frame step in %.2f s", graphs, time.perf_counter() - started)

@@ -18,7 +18,7 @@ import torch
 from .config import TalkerConfig
 from .prompt import TalkerPrompt
 from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose, stream_uniform
-from .step_graphs import StepGraphs, StepOutputs, no_row_running
+from .step_graphs import GraphBackend, StepGraphs, StepOutputs, no_row_running
 from .talker import Talker
 
 MIN_FRAMES = 2
@@ -50,7 +50,8 @@ class FrameGenerator:
     every running row among them (new rows take the lowest free row), over a span rounded up to
     `SPAN_STEP`, and masks what the rows that are not running compute. Its shapes depend on (bucket, span)
     alone and it reads nothing from the host, which is what a CUDA graph needs (`graphs`, `StepGraphs`).
-    Both default to on with CUDA, where launches, not arithmetic, set the speed.
+    Both default to on with CUDA, where launches, not arithmetic, set the speed; `graph_backend` replaces CUDA's
+    graphs (the tests inject failing ones).
     """
 
     def __init__(
@@ -60,6 +61,7 @@ class FrameGenerator:
         initial_capacity: int = 256,
         static: bool | None = None,
         graphs: bool | None = None,
+        graph_backend: GraphBackend | None = None,
     ):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
@@ -100,7 +102,12 @@ class FrameGenerator:
         suppressed[self.cfg.codec_eos_id] = False
         self._suppressed = suppressed
         graphed = self.static and (on_cuda if graphs is None else graphs)
-        self.graphs = StepGraphs(self._layout, lambda: no_row_running(self.running)) if graphed else None
+        self.graphs = StepGraphs(self._layout, lambda: no_row_running(self.running), graph_backend) if graphed else None
+
+    @property
+    def graphs_state(self) -> str:
+        """CUDA graphs of the step: "on", "off" (not asked for, or no CUDA) or "failed (reason)"."""
+        return "off" if self.graphs is None else self.graphs.state
 
     @property
     def active(self) -> list[int]:

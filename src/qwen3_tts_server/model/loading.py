@@ -80,6 +80,7 @@ class CheckpointParts:
     speech_tokenizer: SpeechTokenizer
     fingerprint: str
     quantization: str | None = None  # the decoder layers' weight quantisation (`quantization.py`)
+    quantization_failure: str | None = None  # why the quantisation asked for was not applied
 
 
 def load_checkpoint(
@@ -127,8 +128,9 @@ def load_checkpoint(
     for module in (weights, speech_tokenizer):
         fuse_projections(module)
         module.eval()
-    if quantization is not None:
-        quantize_talker(weights.talker, quantization)
+    failure = quantize_talker(weights.talker, quantization) if quantization is not None else None
+    if failure is not None:
+        quantization = None
     for table in weights.modules():
         if isinstance(table, Embedding) and table.weight.dtype != dtype:
             table.output_dtype = dtype
@@ -142,6 +144,7 @@ def load_checkpoint(
         speech_tokenizer,
         checkpoint_fingerprint(directory),
         quantization,
+        failure,
     )
 
 

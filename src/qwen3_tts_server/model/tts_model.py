@@ -53,6 +53,7 @@ class Qwen3TTSModel:
         self.device = self.talker.device
         self.dtype = self.talker.dtype
         self.quantization = parts.quantization
+        self.quantization_failure = parts.quantization_failure
         self.compiler: StepCompiler | None = None  # set when the frame step is compiled
         self.prompts = PromptBuilder(parts.config, parts.tokenizer, self.talker, parts.fingerprint)
         self.voice_encoder = VoiceEncoder(
@@ -80,6 +81,14 @@ class Qwen3TTSModel:
         if compile:
             model.compiler = compile_frame_step(model.talker)
         return model
+
+    @property
+    def quantization_state(self) -> str:
+        """The weights' quantisation: "int8" | "int4" | "fp8", "none", or "failed (reason)" when the one asked for
+        could not run here and the model runs in its dtype."""
+        if self.quantization_failure is not None:
+            return f"failed ({self.quantization_failure})"
+        return self.quantization or "none"
 
     @property
     def model_type(self) -> str:

@@ -60,10 +60,13 @@ def health_report(models: ModelManager, engine: Engine, library: VoiceLibrary, a
             "type": model.model_type if model else None,
             "device": str(model.device) if model else None,
             "dtype": str(model.dtype).removeprefix("torch.") if model else None,
+            "quantization": model.quantization_state if model else None,
             "loads": models.loads,
             "error": models.last_error,  # why the last load failed; None after a good one
         },
         "gpu_name": gpu_name(model),
+        # The frame step as CUDA graphs: on, off, or failed (reason) with the eager step serving; null until loaded.
+        "cuda_graphs": engine.generator.graphs_state if engine.generator is not None else None,
         "memory": memory,
         "queue_depth": engine.waiting,
         "max_queue_depth": engine.max_queue_depth,
