@@ -246,7 +246,7 @@ def test_peer_ratios_follow_one_request_at_a_time():
     peer = PeerResult(
         "faster", "0.5.4", frames=50, runs=3, ttfa_p50_ms=200.0, request_p50_ms=2000.0, rtf_p50=2.0, gpu_memory_gib=None
     )
-    levels = [LevelResult(n, 50, 20.0, 30.0, 10.0, 10.0 * n, 1.0, 0.0) for n in (1, 4)]
+    levels = [LevelResult(n, 50, 20.0, 30.0, 10.0, 9.0, 10.0 * n, 1.0, 0.0) for n in (1, 4)]
     one, four = peer_ratios(levels, peer)
     assert one == {"concurrency": 1, "aggregate_x": 5.0, "peer_ttfa_p50_ms": 200.0, "ttfa_p50_x": 10.0}
     # 2 s per request (4 s of audio at 2x): first audio at 0.2, 2.2, 4.2 and 6.2 s; nearest-rank median 4.2 s

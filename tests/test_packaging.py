@@ -388,7 +388,6 @@ OPTIONAL_IMPORTS = {
     # `bench --peer`: imported only in a peer's own process, from the peer's own environment (bench/peers.py)
     "qwen_tts": "the official package or the hf fork",
     "faster_qwen3_tts": "faster-qwen3-tts",
-    "qwen_tts_oracle_stubs": "stand-ins for the 25 Hz tokenizer's imports, where present",
 }
 
 

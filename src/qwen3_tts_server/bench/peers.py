@@ -15,12 +15,14 @@ prints one JSON object (`PeerResult`). Every request makes exactly N frames: EOS
 from __future__ import annotations
 
 import argparse
-import contextlib
+import importlib.machinery
+import importlib.util
 import json
 import os
 import subprocess
 import sys
 import time
+import types
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -75,11 +77,50 @@ def measure_peer(
     return PeerResult(**json.loads(done.stdout.strip().splitlines()[-1]))
 
 
+# What `import qwen_tts` loads eagerly for its 25 Hz tokenizer alone, which the 12 Hz checkpoints never run.
+TOKENIZER_25HZ_MODULES = (
+    "sox",
+    "onnxruntime",
+    "einops",
+    "torchaudio",
+    "torchaudio.compliance",
+    "torchaudio.compliance.kaldi",
+)
+
+
+class _Unavailable:
+    """An attribute of a stand-in module: any attribute of it is another, and calling one raises."""
+
+    def __init__(self, name: str):
+        self._name = name
+
+    def __getattr__(self, attribute: str) -> _Unavailable:
+        return _stand_in_attribute(self._name, attribute)
+
+    def __call__(self, *args, **kwargs):
+        raise RuntimeError(f"{self._name} is not installed here (a stand-in: only the 25 Hz tokenizer uses it)")
+
+
+def _stand_in_attribute(owner: str, attribute: str) -> _Unavailable:
+    if attribute.startswith("__"):  # what introspection asks (__file__, __path__...): as a plain module lacks it
+        raise AttributeError(attribute)
+    return _Unavailable(f"{owner}.{attribute}")
+
+
 def _stand_ins() -> None:
-    """Stand-ins for modules that only the 25 Hz tokenizer uses (sox, onnxruntime...), where they are on the
-    path: `import qwen_tts` imports them eagerly. Both peers import `qwen_tts`."""
-    with contextlib.suppress(ImportError):
-        import qwen_tts_oracle_stubs  # noqa: F401
+    """Stand-ins for those modules where they are missing (sox on the GPU image; all of them in a plain venv),
+    put in sys.modules before `import qwen_tts`. Both peers import `qwen_tts`."""
+    for name in TOKENIZER_25HZ_MODULES:
+        top = name.partition(".")[0]
+        if name in sys.modules or (top not in sys.modules and importlib.util.find_spec(top) is not None):
+            continue
+        module = types.ModuleType(name)
+        module.__getattr__ = lambda attribute, name=name: _stand_in_attribute(name, attribute)  # type: ignore[method-assign]
+        module.__spec__ = importlib.machinery.ModuleSpec(name, None)
+        sys.modules[name] = module
+        parent, _, child = name.rpartition(".")
+        if parent:
+            setattr(sys.modules[parent], child, module)
 
 
 def _official(model: Path, speaker: str, device: str, dtype: str) -> tuple[str, Callable[[int], tuple[float, float]]]:

@@ -33,6 +33,7 @@ class LevelResult:
     ttfa_p50_ms: float
     ttfa_p95_ms: float
     stream_rtf_p50: float  # x real time, per stream
+    stream_rtf_min: float  # the slowest stream's
     aggregate_rtf: float  # seconds of audio per wall second, all streams together
     wall_seconds: float
     longest_prefill_stall_ms: float
@@ -79,6 +80,7 @@ async def _run_level(engine: Engine, model: Qwen3TTSModel, concurrency: int, fra
         ttfa_p50_ms=round(1000 * statistics.median(ttfa), 1),
         ttfa_p95_ms=round(1000 * percentile(ttfa, 0.95), 1),
         stream_rtf_p50=round(statistics.median(seconds_per_stream / total for _, total, _ in results), 3),
+        stream_rtf_min=round(min(seconds_per_stream / total for _, total, _ in results), 3),
         aggregate_rtf=round(concurrency * seconds_per_stream / wall, 3),
         wall_seconds=round(wall, 2),
         longest_prefill_stall_ms=round(1000 * engine.longest_prefill_stall, 1),
@@ -86,16 +88,19 @@ async def _run_level(engine: Engine, model: Qwen3TTSModel, concurrency: int, fra
 
 
 def run_bench(
-    model: Qwen3TTSModel, levels: list[int], frames: int, max_batch_size: int | None = None
-) -> list[LevelResult]:
-    engine = Engine(model, max_batch_size=max_batch_size or max(levels), max_queue_depth=max(levels)).start()
+    model: Qwen3TTSModel, levels: list[int], frames: int, max_batch_size: int | None = None, cuda_graphs: bool = True
+) -> tuple[list[LevelResult], str]:
+    """Each level's figures, and the state of the step's CUDA graphs after the run (on, off or failed (reason))."""
+    engine = Engine(
+        model, max_batch_size=max_batch_size or max(levels), max_queue_depth=max(levels), cuda_graphs=cuda_graphs
+    ).start()
 
     async def all_levels() -> list[LevelResult]:
         await _run_level(engine, model, 1, 2)  # warm-up
         return [await _run_level(engine, model, level, frames) for level in levels]
 
     try:
-        return asyncio.run(all_levels())
+        return asyncio.run(all_levels()), engine.generator.graphs_state
     finally:
         engine.stop()
 
