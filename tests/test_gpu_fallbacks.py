@@ -28,7 +28,7 @@ class EagerReplay:
 
     def __init__(self, corrupt: int = 0, refuse: bool = False):
         self.corrupt, self.refuse = corrupt, refuse
-        self.captures = self.replays = 0
+        self.captures = self.replays = self.pools = 0
 
     def warm_up(self, step: Step) -> StepOutputs:
         return step()
@@ -47,6 +47,9 @@ class EagerReplay:
 
         return replay, outputs
 
+    def new_pool(self) -> None:
+        self.pools += 1
+
 
 def test_replayed_graphs_make_the_static_step_frames(models):
     """The capture, check and replay bookkeeping on the mixed schedule: graphs are checked, replayed and
@@ -58,6 +61,7 @@ def test_replayed_graphs_make_the_static_step_frames(models):
     graphs = graphed.generator.graphs
     assert graphed.generator.graphs_state == "on"
     assert graphs.captures > len(graphs) > 0, "the cache grew: graphs were captured again"
+    assert backend.pools >= 1, "the graphs captured on the old buffers were dropped with their memory pool"
     assert backend.replays > graphs.captures, "steps replayed their graphs"
     assert graphed.ends == static.ends
     assert_same_frames(graphed, static)

@@ -84,6 +84,17 @@ DRY_RUN = Plan(
     caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60},
 )
 
+# The steps by name, in the issue's order (a: the first three, b, c, d, e); --steps picks and orders them.
+STEPS = {
+    "tests_tiny": "tests_tiny",
+    "tests_checkpoint": "tests_checkpoint",
+    "agreement": "agreement",
+    "streams": "streams",
+    "peers": "peer_comparison",
+    "variants": "variants",
+    "profile": "profile",
+}
+
 # (label, unit, goal, higher is better): the goals of issue 28 on an H100, 0.6B unless named.
 GOALS = {
     "one_stream_rtf": ("0.6B, 1 stream: x real time", "x", 20.0, True),
@@ -185,24 +196,35 @@ class Check:
 
     # -- the steps ---------------------------------------------------------------------------------------
 
-    def correctness(self) -> None:
-        plan, step = self.plan, {}
-        tests = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "tests/test_gpu.py"]
+    TESTS = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "tests/test_gpu.py"]
+
+    def tests_tiny(self) -> None:
         env = {"HF_HUB_OFFLINE": "1", "GPU_TEST_CHECKPOINT": ""}
-        status = self.run("a tests tiny", [*tests, "--junitxml", str(self.work / "tiny.xml")], 60, env)
-        step["tests_tiny"] = _junit(self.work / "tiny.xml", status)
-        model = self.checkpoint(plan.size)
-        if model is not None:
-            env["GPU_TEST_CHECKPOINT"] = str(model)
-            only = ["-k", "GPU_TEST_CHECKPOINT", "--junitxml", str(self.work / "size.xml")]
-            status = self.run(f"a tests {plan.size}", [*tests, *only], plan.caps["a_tests"], env)
-            step["tests_checkpoint"] = _junit(self.work / "size.xml", status)
-            agreement = self.work / "agreement.json"
-            command = [sys.executable, "benchmarks/precision_agreement.py", "--model", str(model)]
-            command += ["--size", plan.size, "--device", plan.device, "--frames", str(plan.agreement_frames)]
-            command += ["--variants", *plan.agreement_variants, "--out", str(agreement)]
-            status = self.run("a agreement", command, plan.caps["a_agreement"])
-            step["agreement"] = json.loads(agreement.read_text()) if agreement.exists() else {"error": str(status)}
+        status = self.run("a tests tiny", [*self.TESTS, "--junitxml", str(self.work / "tiny.xml")], 90, env)
+        self._correctness("tests_tiny", _junit(self.work / "tiny.xml", status))
+
+    def tests_checkpoint(self) -> None:
+        model = self.checkpoint(self.plan.size)
+        if model is None:
+            return self._correctness("tests_checkpoint", {"error": "no checkpoint"})
+        env = {"HF_HUB_OFFLINE": "1", "GPU_TEST_CHECKPOINT": str(model)}
+        only = ["-k", "GPU_TEST_CHECKPOINT", "--junitxml", str(self.work / "size.xml")]
+        status = self.run(f"a tests {self.plan.size}", [*self.TESTS, *only], self.plan.caps["a_tests"], env)
+        self._correctness("tests_checkpoint", _junit(self.work / "size.xml", status))
+
+    def agreement(self) -> None:
+        plan, model = self.plan, self.checkpoint(self.plan.size)
+        if model is None:
+            return self._correctness("agreement", {"error": "no checkpoint"})
+        agreement = self.work / "agreement.json"
+        command = [sys.executable, "benchmarks/precision_agreement.py", "--model", str(model)]
+        command += ["--size", plan.size, "--device", plan.device, "--frames", str(plan.agreement_frames)]
+        command += ["--variants", *plan.agreement_variants, "--out", str(agreement)]
+        status = self.run("a agreement", command, plan.caps["a_agreement"])
+        self._correctness("agreement", json.loads(agreement.read_text()) if agreement.exists() else {"error": status})
+
+    def _correctness(self, part: str, result: dict) -> None:
+        step = self.results["steps"].get("a", {}) | {part: result}
         self._finish("a", step, "a_correctness.json")
 
     def streams(self) -> None:
@@ -422,13 +444,19 @@ def main() -> int:
     parser.add_argument("--budget", type=float, required=True, help="seconds for every step together")
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--peer", action="append", default=[], metavar="NAME=PATH")
+    parser.add_argument("--steps", nargs="+", choices=STEPS, default=list(STEPS), help="which, in this order")
+    parser.add_argument("--peers", nargs="+", choices=("official", "faster"), help="which peers (default both)")
     args = parser.parse_args()
     args.out.mkdir(parents=True, exist_ok=True)
     plan = DRY_RUN if args.dry_run else GPU
-    check = Check(plan, args.out, args.budget, dict(spec.split("=", 1) for spec in args.peer), args.dry_run)
+    peers = dict(spec.split("=", 1) for spec in args.peer)
+    peers = {name: path for name, path in peers.items() if args.peers is None or name in args.peers}
+    check = Check(plan, args.out, args.budget, peers, args.dry_run)
     check.build(plan.size)
-    check.build(plan.big)
-    for step in (check.correctness, check.streams, check.peer_comparison, check.variants, check.profile):
+    if "variants" in args.steps:
+        check.build(plan.big)
+    for name in args.steps:
+        step = getattr(check, STEPS[name])
         try:
             step()
         except Exception as exc:  # one step's bug must not cost the others' figures

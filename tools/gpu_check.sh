@@ -8,18 +8,21 @@
 #     KIT_DIR=/tmp/kit KIT_PYTHON_VERSION=3.11 bash tools/gpu_kit.sh
 #     PYTHON=.venv/bin/python OUT=/tmp/gpu-check-out bash tools/gpu_check.sh --dry-run --kit /tmp/kit
 #
-# Options: --dry-run, --kit DIR (default .whl), --budget SECONDS (default 500; 100 with --dry-run).
+# Options: --dry-run, --kit DIR (default .whl), --budget SECONDS (default 500; 100 with --dry-run); after --, options
+# of tools/gpu_check.py (--steps streams profile ...: which steps, in that order; --peers faster: which peers).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."  # the repository root
 
 dry_run=""
 kit=.whl
 budget=""
+extra=()
 while (($#)); do
   case $1 in
     --dry-run) dry_run=--dry-run ;;
     --kit) kit=$2; shift ;;
     --budget) budget=$2; shift ;;
+    --) shift; extra=("$@"); break ;;
     *) echo "unknown option $1 (see the head of $0)" >&2; exit 2 ;;
   esac
   shift
@@ -51,4 +54,4 @@ export HF_HUB_OFFLINE=1 PYTHONUNBUFFERED=1
 head -n 4 "$out/gpu_check.log"
 
 exec "$python" tools/gpu_check.py --out "$out" --budget "$((budget - (SECONDS - started)))" $dry_run \
-  --peer "official=$site/official" --peer "faster=$site/faster"
+  --peer "official=$site/official" --peer "faster=$site/faster" "${extra[@]}"

@@ -236,9 +236,9 @@ class SwiGLU(nn.Module):
 
 def _fused_linear(*parts: nn.Linear) -> nn.Linear:
     weight = torch.cat([p.weight.detach() for p in parts])
-    fused = nn.Linear(
-        weight.shape[1], weight.shape[0], bias=parts[0].bias is not None, device=weight.device, dtype=weight.dtype
-    )
+    # Made on the meta device: no random initialisation of weights replaced at once (on CUDA it would also draw
+    # from the generator a failed graph capture can leave unusable).
+    fused = nn.Linear(weight.shape[1], weight.shape[0], bias=parts[0].bias is not None, device="meta")
     fused.weight = nn.Parameter(weight, requires_grad=False)
     if parts[0].bias is not None:
         fused.bias = nn.Parameter(torch.cat([p.bias.detach() for p in parts]), requires_grad=False)

@@ -95,8 +95,9 @@ def load_checkpoint(
     if device.type == "cuda":  # float32 matrix products on tensor cores (TF32); bfloat16 is unaffected
         torch.backends.cuda.matmul.allow_tf32 = True
         torch.backends.cudnn.allow_tf32 = True
-        # The codec's convolutions: cuDNN times its algorithms once per input shape and keeps the fastest.
-        torch.backends.cudnn.benchmark = True
+        # No cuDNN autotuning: the streaming codec meets a new input shape with every (rows, chunk frames) pair,
+        # and timing each one's algorithms stalled every stream behind it for seconds (measured on an H100).
+        torch.backends.cudnn.benchmark = False
     directory = resolve_checkpoint(name_or_path)
     dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
     config = TTSConfig.parse(read_json(directory / "config.json"))

@@ -42,9 +42,15 @@ class GraphBackend(Protocol):
         """Record the step; returns its replay and the output buffers each replay writes."""
         ...
 
+    def new_pool(self) -> None:
+        """The graphs captured so far were dropped: later captures share a new memory pool."""
+        ...
+
 
 class CudaGraphBackend:
-    """torch.cuda.CUDAGraph captures, all in one memory pool (graphs of one generator never run at once)."""
+    """torch.cuda.CUDAGraph captures sharing one memory pool (graphs of one generator never run at once). A pool
+    is not reused once its graphs are gone: PyTorch refuses a capture into a pool whose graphs were all freed
+    while blocks of it live on (an internal assert, seen on an H100 when the KV cache grew)."""
 
     def __init__(self) -> None:
         self._pool = None
@@ -64,6 +70,9 @@ class CudaGraphBackend:
         with torch.cuda.graph(graph, pool=self._pool, capture_error_mode="thread_local"):
             outputs = step()
         return graph.replay, outputs
+
+    def new_pool(self) -> None:
+        self._pool = None
 
 
 @dataclass
@@ -134,9 +143,11 @@ class StepGraphs:
         with self._quiet():
             eager = [tensor.clone() for tensor in self._backend.warm_up(step)]
             layout = self._layout()
-            stale = [key for key, captured in self._graphs.items() if captured.layout != layout]
-            for key in stale:  # their buffers moved: free their memory before capturing more
-                del self._graphs[key]
+            if any(captured.layout != layout for captured in self._graphs.values()):
+                # Their buffers moved (every graph held was captured on the old ones): drop them all, and capture
+                # into a new memory pool; the old one goes once nothing of it is referenced.
+                self._graphs.clear()
+                self._backend.new_pool()
             replay, outputs = self._backend.capture(step)
             self.captures += 1
             replay()
