@@ -82,8 +82,12 @@ def _regions(model: Qwen3TTSModel) -> Iterator[None]:
         generation.choose = choose
 
 
-def _profiled_step(model: Qwen3TTSModel, generator: FrameGenerator, steps: int) -> dict:
-    """One eager step's time per region and in all, on the device (CUDA) or the CPU, averaged over `steps`."""
+PROFILED_STEPS = 3  # the profiler's events of a 64-row step take seconds to gather: an H100 run ran out of time
+
+
+def _profiled_step(model: Qwen3TTSModel, generator: FrameGenerator) -> dict:
+    """One eager step's time per region and in all, on the device (CUDA) or the CPU, averaged over a few."""
+    steps = PROFILED_STEPS
     on_cuda = model.device.type == "cuda"
     activities = [torch.profiler.ProfilerActivity.CPU] + ([torch.profiler.ProfilerActivity.CUDA] if on_cuda else [])
     with _regions(model), torch.profiler.profile(activities=activities) as profiler:
@@ -124,7 +128,7 @@ def profile_rows(model: Qwen3TTSModel, rows: int, steps: int) -> dict:
     del served
     eager = _filled(model, rows, 3 * steps, graphs=False)
     eager_ms = _ms_per_step(eager, steps)
-    parts = _profiled_step(model, eager, steps)
+    parts = _profiled_step(model, eager)
     codec_ms = _codec_ms_per_step(model, rows)
     busy = parts["busy_ms"]
     return {
