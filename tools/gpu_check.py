@@ -436,7 +436,7 @@ def step_line(step: str, result: dict) -> str:
     if step == "a":
         tests = [f"{k[6:]}: {_tests_line(v)}" for k, v in result.items() if k.startswith("tests_")]
         agreed = [f"{k} {v['all_codes']}" for k, v in result.get("agreement", {}).items() if isinstance(v, dict)]
-        return "; ".join(tests) + ("; agreement " + ", ".join(agreed) if agreed else "")
+        return "; ".join(tests + (["agreement " + ", ".join(agreed)] if agreed else []))
     if step in ("b", "c"):
         rows = [
             f"{r['concurrency']}: {r['stream_rtf_p50']}x, TTFA {r['ttfa_p50_ms']} ms" for r in result.get("results", [])
