@@ -1,4 +1,4 @@
-"""GET /v1/models, GET /health, GET /ready."""
+"""GET /v1/models, GET /health, GET /v1/info, GET /ready."""
 
 from __future__ import annotations
 
@@ -7,11 +7,12 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..service.health import health_report
+from ..service.health import health_report, loaded_model_id
 from .dependencies import ServicesDep
 
 router = APIRouter()
 MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
+STREAM_TYPE = "token"  # audio streams as frames are made: the earlier server's `token` mode, whatever STREAM_TYPE says
 
 
 @router.get("/v1/models")
@@ -34,8 +35,23 @@ async def list_models(services: ServicesDep) -> dict:
 @router.get("/health")
 async def health(services: ServicesDep) -> JSONResponse:
     """200, or 503 with the reason in `error` once the engine thread has stopped (nothing can be served)."""
-    report = health_report(services.models, services.engine, services.voices.library, services.audio_cache)
+    voices = await services.voices.accepted_names()
+    model_id = loaded_model_id(services.models, services.settings)
+    library = services.voices.library
+    report = health_report(services.models, model_id, services.engine, voices, library, services.audio_cache)
     return JSONResponse(report, status_code=200 if services.engine.failure is None else 503)
+
+
+@router.get("/v1/info")
+async def info(services: ServicesDep) -> dict:
+    """The earlier server's capability summary: how audio streams (frame by frame, what its `token` mode did),
+    every voice name a request may give, and the model (null until it first loads, as there)."""
+    voices = await services.voices.accepted_names()
+    return {
+        "stream_type": STREAM_TYPE,
+        "voices": voices,
+        "model_id": loaded_model_id(services.models, services.settings),
+    }
 
 
 @router.get("/ready")
