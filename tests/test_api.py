@@ -156,7 +156,7 @@ def test_discovery_and_health(api):
     model_ids, voices, health, ready = api(scenario)
     assert model_ids == ["tiny-custom-voice", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
     names = {v["id"]: v for v in voices["data"]}
-    assert "vivian" in names and names["alloy"]["alias_of"] == "vivian"
+    assert "vivian" in names and names["alloy"]["alias_of"] == "ryan"
     assert health["model"]["state"] == "ready" and health["model"]["device"] == "cpu" and ready.status_code == 200
     assert health["model"]["type"] == "custom_voice" and health["model"]["dtype"] == "float32"
     assert health["memory"]["rss_bytes"] > 50 * 2**20 and health["queue_depth"] == health["active_streams"] == 0

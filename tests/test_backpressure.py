@@ -9,6 +9,7 @@ import asyncio
 import json
 import socket
 import time
+from dataclasses import replace
 
 import httpx
 import numpy as np
@@ -139,6 +140,39 @@ def test_time_paused_for_a_slow_client_does_not_count_against_the_limit(models):
     chunks = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
     np.testing.assert_array_equal(np.concatenate([c.codes for c in chunks]), solo)
     assert chunks[-1].elapsed_seconds > limit and chunks[-1].finish_reason == "length"
+
+
+def test_a_client_that_stops_reading_a_long_text_costs_no_steps_once_its_buffer_is_full(models):
+    """Two segments of one request (one clock, as a long text's): the client takes a chunk of the first and stops.
+    The second segment, made meanwhile, counts against the same buffer: both rows pause with at most the buffer and
+    a chunk of each made ahead, where the second used to run to its end (60 frames) with nobody listening."""
+    model = models["custom_voice"]
+    limit = round(BUFFER_SECONDS / model.frames_to_seconds(1))
+
+    async def scenario(engine):
+        steps: list[float] = []
+        engine.add_step_listener(lambda seconds, _: steps.append(seconds))
+        clock = RequestClock(None)
+        first = engine.submit(
+            job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=60, suppress_eos=True), clock
+        )
+        following = job_for(model, REQUESTS[1], model.sampling(seed=6), max_frames=60, suppress_eos=True)
+        second = engine.submit(replace(following, continuation=True), clock)
+        taken = await anext(first)
+        await asyncio.wait_for(until(lambda: engine.paused == 2), 30)
+        before = len(steps)
+        await asyncio.sleep(0.5)
+        held = first._handle.frames_sent - taken.frames + second._handle.frames_sent
+        return held, len(steps) - before, engine.active
+
+    held, steps_while_stalled, active = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
+    assert limit <= held <= limit + 2 * 8, "the buffer and at most a chunk of each segment were made ahead"
+    assert (steps_while_stalled, active) == (0, 0), "a stalled client's request takes no steps"
+
+
+async def until(condition) -> None:
+    while not condition():
+        await asyncio.sleep(0.01)
 
 
 def test_a_job_its_client_has_not_begun_to_take_runs_on(models):

@@ -20,7 +20,7 @@ from in_process import make_app, run_in_app
 from qwen3_tts_server.engine import engine as engine_module
 from qwen3_tts_server.engine.engine import SYNTHESIS_FAILED, Engine, typed_error
 from qwen3_tts_server.engine.model_manager import ModelManager
-from qwen3_tts_server.errors import EngineOutOfMemoryError, EngineStoppedError, TTSError
+from qwen3_tts_server.errors import EngineOutOfMemoryError, EngineStoppedError, SynthesisFailedError, TTSError
 from qwen3_tts_server.model.generation import FrameGenerator
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
 from test_engine import REQUESTS, collect, job_for, run_engine
@@ -55,7 +55,8 @@ def solo(model, request, params, frames: int) -> np.ndarray:
 
 
 def assert_generic(error: TTSError) -> None:
-    assert type(error) is TTSError and error.status == 500 and error.code == "internal_error"
+    assert type(error) is SynthesisFailedError and error.status == 500 and error.code == "internal_error"
+    assert error.flat_code == "SYNTHESIS_FAILED"
     assert str(error) == SYNTHESIS_FAILED and SECRET not in str(error)
 
 
@@ -329,7 +330,7 @@ def test_health_reports_queue_limit_gpu_and_output_cache(models, tmp_path):
         return before, spoken, (await http.get("/health")).json()
 
     before, spoken, after = run_in_app(app, scenario)
-    assert before["max_queue_depth"] == after["max_queue_depth"] == 7 and before["gpu_name"] is None
+    assert before["max_queue_depth"] == after["max_queue_depth"] == 7 and "gpu_name" not in before
     empty = {"backend": "memory", "entries": 0, "hits": 0, "misses": 0, "hit_rate": None}
     assert before["audio_cache"] == empty and spoken == ["miss", "hit", "hit"]
     assert after["audio_cache"] == {"backend": "memory", "entries": 1, "hits": 2, "misses": 1, "hit_rate": 2 / 3}

@@ -151,7 +151,15 @@ def test_worker_that_cannot_start_fails_requests_with_503(tmp_path):
 
 
 def test_concurrent_cold_start_shares_one_worker(gateway):
-    assert gateway.health()["gateway"]["worker"] == "stopped"
+    cold = gateway.health()
+    assert cold["gateway"]["worker"] == "stopped"
+    # The earlier server's flat keys: before the worker starts, no model and nothing waiting (its scripts read them).
+    assert (cold["model_loaded"], cold["model_id"], cold["queue_depth"], cold["max_queue_depth"]) == (
+        False,
+        None,
+        0,
+        64,
+    )
 
     async def requests() -> list[httpx.Response]:
         async with httpx.AsyncClient(base_url=gateway.base, timeout=TIMEOUT) as client:
@@ -166,6 +174,7 @@ def test_concurrent_cold_start_shares_one_worker(gateway):
     assert health["gateway"]["starts"] == 1
     assert health["gateway"]["worker"] == "running"
     assert health["worker"]["pid"] == health["gateway"]["worker_pid"]
+    assert health["model_loaded"] is True and health["voices"] == health["worker"]["voices"], "the worker's keys"
     logged = [json.loads(line) for line in gateway.log_tail(200_000).splitlines() if '"msg": "request"' in line]
     proxied = [entry for entry in logged if entry["path"] == SPEECH]
     assert len(proxied) == 4

@@ -32,7 +32,7 @@ def state(live: LiveProcess) -> dict:
         "tasks": health["process"]["asyncio_tasks"],
         "fds": health["process"]["open_fds"],
         "threads": health["process"]["threads"],
-        "prompt_cache": health["voices"]["cached_prompts"],
+        "prompt_cache": health["voice_library"]["cached_prompts"],
         "text_cache": health["text_cache_entries"],
         "audio_cache": health["audio_cache"]["entries"],
         "rss": health["memory"]["rss_bytes"],

@@ -90,7 +90,7 @@ def test_models_and_voices_come_from_the_config_without_a_load(checkpoint_dirs, 
     assert idle_kept, "listing must not count as use: the model would never idle out"
     assert models["data"][0]["type"] == "custom_voice" and models["data"][0]["size"] == "tiny"
     by_id = {voice["id"]: voice for voice in voices["data"]}
-    assert by_id["vivian"]["type"] == "preset" and by_id["alloy"]["alias_of"] == "vivian"
+    assert by_id["vivian"]["type"] == "preset" and by_id["alloy"]["alias_of"] == "ryan"
 
 
 def test_a_failed_load_is_retried_by_the_next_caller(checkpoint_dirs):

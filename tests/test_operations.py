@@ -11,6 +11,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from in_process import make_app, run_in_app
+from qwen3_tts_server.audio.encoding import wav_with_sizes
 
 TEXT = "The meeting moved to 42 Elm Street."
 SEEDED = {"model": "tts-1", "voice": "alloy", "input": TEXT, "response_format": "wav", "stream": False, "seed": 7}
@@ -170,7 +171,10 @@ def test_output_cache_replays_without_the_engine(models, tmp_path):
     assert (first.headers["x-cache"], again.headers["x-cache"]) == ("miss", "hit")
     assert again.content == first.content and replay_steps == 0
     assert float(again.headers["x-latency-total-ms"]) < 50
-    assert streamed.headers["x-cache"] == "hit" and b"".join(chunks) == first.content
+    # The streamed replay is the bytes a stream sends: the whole file's, its WAV sizes unknown.
+    replayed = b"".join(chunks)
+    assert streamed.headers["x-cache"] == "hit" and wav_with_sizes(replayed) == first.content
+    assert replayed[4:8] == b"\xff\xff\xff\xff" and replayed != first.content
     for field, response in changed.items():
         assert response.status_code == 200 and response.headers["x-cache"] == "miss", field
     # Sampled without a seed: cached by content (AUDIO_CACHE_SAMPLED, on by default), the repeat replays the first.

@@ -1,5 +1,5 @@
 """The `qwen3-tts-server` command: `serve`, `gateway`, `wyoming`, `ray-serve`, `config`, `healthcheck`, `synth` (text
-to a WAV file), `make-test-model` and `bench`."""
+to a WAV file), `make-test-model`, `make-preset-voices` and `bench`."""
 
 from __future__ import annotations
 
@@ -158,6 +158,49 @@ def _voice(args: argparse.Namespace, model):
         args.save_voice_prompt.parent.mkdir(parents=True, exist_ok=True)
         voice.save(args.save_voice_prompt)
     return voice
+
+
+def _add_make_preset_voices(sub: argparse._SubParsersAction) -> None:
+    from .config import add_flags
+
+    p = sub.add_parser(
+        "make-preset-voices",
+        help="make the preset voices (vivian, Uncle Fu, alloy...) for a Base model from a CustomVoice one",
+        description="Have each preset speaker of a CustomVoice checkpoint say a fixed text (seeded) and clone it "
+        "with the Base checkpoint (MODEL_ID) into the voice library (DATA_DIR) under the speaker's name: a Base "
+        "server then speaks the preset names and their OpenAI aliases. Made again, each voice is replaced.",
+    )
+    p.add_argument("--from", dest="custom_voice", required=True, help="the CustomVoice checkpoint: directory or hub id")
+    p.add_argument("--seed", type=int, default=0, help="sampling seed of the recordings (default 0)")
+    p.add_argument(
+        "--mode",
+        choices=["x_vector", "in_context"],
+        default="x_vector",
+        help="x_vector (default: the speaker embedding, as the earlier server's) or in_context (with the recording)",
+    )
+    p.add_argument("--max-frames", type=int, help="each recording's frame budget (default 250: 20 s)")
+    add_flags(p, ["model_id", "data_dir", "device", "dtype"])
+    p.set_defaults(func=_make_preset_voices)
+
+
+def _make_preset_voices(args: argparse.Namespace) -> int:
+    from .config import from_args
+    from .model.tts_model import Qwen3TTSModel
+    from .service.preset_voices import MAX_REFERENCE_FRAMES, make_preset_voices
+    from .service.voice_library import PromptCache, VoiceLibrary, default_data_dir
+
+    settings = from_args(args)
+    device = settings.resolved_device()
+    dtype = settings.resolved_dtype(device)
+    base = Qwen3TTSModel.load(settings.model_id, device=device, dtype=dtype)
+    custom_voice = Qwen3TTSModel.load(args.custom_voice, device=device, dtype=dtype)
+    library = VoiceLibrary(settings.data_dir or default_data_dir(), PromptCache(0))
+    frames = args.max_frames or MAX_REFERENCE_FRAMES
+    made = make_preset_voices(
+        custom_voice, base, library, args.seed, args.mode, frames, lambda line: print(line, file=sys.stderr)
+    )
+    print(f"made {len(made)} preset voices in {library.root}", file=sys.stderr)
+    return 0
 
 
 def _add_make_test_model(sub: argparse._SubParsersAction) -> None:
@@ -462,6 +505,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
     _add_make_test_model(sub)
+    _add_make_preset_voices(sub)
     _add_bench(sub)
     _add_serve(sub)
     _add_wyoming(sub)

@@ -22,6 +22,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 MAX_REQUEST_FRAMES = 15000
 # Rows per decode step when MAX_BATCH_SIZE is unset (here, not in the engine: Ray's build process decides it for
 # the replicas' device without torch).
+DEFAULT_EMIT_FRAMES = 4  # the earlier server's STREAM_EMIT_FRAMES default, used when only STREAM_FIRST_EMIT is set
 GPU_BATCH_SIZE = 64
 CPU_BATCH_SIZE = 16
 FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
@@ -29,6 +30,9 @@ FLAG_ALIASES = {"model_id": ["--model"], "unix_socket_path": ["--uds"]}
 UNSUPPORTED_VARIABLES = {
     "VAD_TRIM": "removed (the earlier server dropped it too): synthesized audio is not trimmed",
     "WARMUP_TEXTS": "not needed: the model is warmed up with a short synthesis when it loads",
+    "TORCH_COMPILE_MODE": "TORCH_COMPILE compiles the frame step's layers in inductor's default mode; on a GPU the "
+    "whole step replays as CUDA graphs of its own (CUDA_GRAPHS), which max-autotune and reduce-overhead would "
+    "capture again",
 }
 
 
@@ -49,10 +53,25 @@ class Settings(BaseSettings):
         description="compile the frame step's layers (torch.compile) at warm-up: on, off, or auto (off: 0 to 4 "
         "percent faster on a CPU for seconds of compiling; on CUDA the step replays as CUDA graphs)",
     )
+    stream_type: Literal["token", "sentence"] = Field(
+        "token",
+        description="how streamed audio is cut by default (a request's stream_mode overrides it): token, in chunks "
+        "of frames as they are made (STREAM_FIRST_EMIT, then STREAM_EMIT_FRAMES); sentence, one chunk per text "
+        "segment (a sentence or a few, at most 300 characters)",
+    )
+    stream_emit_frames: int | None = Field(
+        None, ge=1, description="token streaming: frames per chunk (80 ms each; default: 1, 2, 4, then 8)"
+    )
+    stream_first_emit: int | None = Field(
+        None, ge=0, description="token streaming: frames in the first chunk (0: as STREAM_EMIT_FRAMES)"
+    )
     cuda_graphs: bool = Field(
         True,
         description="replay the frame step as CUDA graphs on a GPU (a capture that fails or replays other codes than "
         "the eager step falls back to it, as /health's cuda_graphs says)",
+    )
+    default_voice: str = Field(
+        "vivian", min_length=1, description="the voice of a request that names none (the earlier server's default)"
     )
     preload_model: bool = Field(False, description="load the model at start instead of on the first request")
     idle_timeout: float = Field(
@@ -239,6 +258,14 @@ class Settings(BaseSettings):
         if self.dtype != "auto":
             return self.dtype
         return "float32" if device == "cpu" else "bfloat16"
+
+    def token_chunks(self) -> tuple[int, ...] | None:
+        """The token mode's chunk sizes in frames (the last repeats) from STREAM_FIRST_EMIT and STREAM_EMIT_FRAMES;
+        None when neither is set: the engine's default schedule."""
+        if self.stream_emit_frames is None and self.stream_first_emit is None:
+            return None
+        emit = self.stream_emit_frames or DEFAULT_EMIT_FRAMES
+        return (self.stream_first_emit or emit, emit)
 
     def resolved_compile(self) -> bool:
         """TORCH_COMPILE, or its default: off. On a CPU it measured 0-4% faster (0.6B, int8 and int4, 1 to 16

@@ -4,18 +4,21 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from .http_contract import error_object
+from .http_contract import error_document, error_object
 
 
 class TTSError(Exception):
-    """Base class: a message meant for the user, never a traceback."""
+    """Base class: a message meant for the user, never a traceback. `flat_code` is the name the earlier server's
+    clients read in the body's flat `code` (None: `code` in capitals); `context`, what it adds for them."""
 
     status = 500
     code = "internal_error"
+    flat_code: str | None = None
 
-    def __init__(self, message: str, param: str | None = None):
+    def __init__(self, message: str, param: str | None = None, context: dict | None = None):
         super().__init__(message)
         self.param = param  # the request field or setting it is about
+        self.context = context
 
 
 class InvalidInputError(TTSError):
@@ -23,6 +26,27 @@ class InvalidInputError(TTSError):
 
     status = 400
     code = "invalid_request"
+
+
+class EmptyInputError(InvalidInputError):
+    """No text was given to speak."""
+
+    flat_code = "EMPTY_INPUT"
+
+
+class NoSentencesError(InvalidInputError):
+    """The text holds nothing a voice can say (punctuation, symbols with no spoken form)."""
+
+    flat_code = "NO_SENTENCES"
+
+
+class UnknownVoiceError(InvalidInputError):
+    """A voice name the server does not know; the valid names go with it (message and context)."""
+
+    flat_code = "UNKNOWN_VOICE"
+
+    def __init__(self, message: str, voice: str, valid: list[str]):
+        super().__init__(message, param="voice", context={"voice": voice, "valid_voices": valid})
 
 
 class InvalidValueError(InvalidInputError):
@@ -36,6 +60,13 @@ class NotFoundError(InvalidInputError):
 
     status = 404
     code = "not_found"
+
+
+class ConflictError(InvalidInputError):
+    """The request would take what something else holds (a voice name in use)."""
+
+    status = 409
+    code = "conflict"
 
 
 class PayloadTooLargeError(InvalidInputError):
@@ -71,6 +102,7 @@ class UnsupportedMediaError(InvalidInputError):
 
     status = 415
     code = "unsupported_media_type"
+    flat_code = "INVALID_AUDIO"
 
 
 class InsufficientStorageError(TTSError):
@@ -112,6 +144,7 @@ class EngineBusyError(TTSError):
 
     status = 503
     code = "server_busy"
+    flat_code = "QUEUE_FULL"
 
     def __init__(self, message: str, retry_after: int):
         super().__init__(message)
@@ -131,6 +164,13 @@ class RequestTimeoutError(TTSError):
 
     status = 504
     code = "timeout"
+    flat_code = "SYNTHESIS_TIMEOUT"
+
+
+class SynthesisFailedError(TTSError):
+    """The engine failed on a request's work for a reason of its own (logged; never told in its own words)."""
+
+    flat_code = "SYNTHESIS_FAILED"
 
 
 class EngineStoppedError(TTSError):
@@ -148,5 +188,10 @@ def invalid_value(errors: Sequence[Mapping]) -> InvalidValueError:
 
 
 def error_body(exc: TTSError) -> dict:
-    """OpenAI's error object for `exc`."""
+    """OpenAI's error object for `exc` (in events: SSE, WebSocket, Wyoming)."""
     return error_object(exc.status, str(exc), exc.code, exc.param)
+
+
+def error_response_body(exc: TTSError) -> dict:
+    """The HTTP body for `exc`: OpenAI's envelope with the earlier server's flat keys (`error_document`)."""
+    return error_document(exc.status, str(exc), exc.code, exc.param, exc.flat_code, exc.context)

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 from collections.abc import Awaitable, Callable, Sequence
+from http import HTTPStatus
 from typing import TypeVar
 
 OPEN_PATHS = frozenset({"/health", "/ready", "/metrics"})  # probes and scrapers come without keys
@@ -16,6 +17,23 @@ PLAYGROUND_FILES = "/playground/"
 UNAUTHORIZED_MESSAGE = "missing or wrong API key (Authorization: Bearer ...)"
 UNAUTHORIZED_CODE = "invalid_api_key"
 METRICS_CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"  # Prometheus' text format 0.0.4
+# The earlier server's /health keys, flat (service/health.py fills them; the gateway relays its worker's).
+EARLIER_HEALTH_KEYS = (
+    "model_loaded",
+    "model_id",
+    "cuda",
+    "queue_depth",
+    "max_queue_depth",
+    "voices",
+    "audio_cache_size",
+    "audio_cache_max",
+    "voice_cache_size",
+    "voice_cache_max",
+    "voice_cache_hits",
+    "gpu_name",
+    "gpu_allocated_mb",
+    "gpu_reserved_mb",
+)
 
 
 def is_open_path(path: str) -> bool:
@@ -92,3 +110,25 @@ def error_type(status: int) -> str:
 def error_object(status: int, message: str, code: str | None = None, param: str | None = None) -> dict:
     """OpenAI's error object: message, type (from the status), param and code, all four always present."""
     return {"message": message, "type": error_type(status), "param": param, "code": code}
+
+
+def error_document(
+    status: int,
+    message: str,
+    code: str | None = None,
+    param: str | None = None,
+    flat_code: str | None = None,
+    context: dict | None = None,
+) -> dict:
+    """An error response's body: OpenAI's `{"error": {...}}` (what the SDKs read) with the earlier server's flat
+    keys beside it (what its clients read): `code` in its style (QUEUE_FULL, UNKNOWN_VOICE...; by default ours in
+    capitals, or the status's name), `message`, `statusCode` and `context` (null when there is none)."""
+    if flat_code is None:
+        flat_code = code.upper() if code else HTTPStatus(status).name
+    return {
+        "error": error_object(status, message, code, param),
+        "code": flat_code,
+        "message": message,
+        "statusCode": status,
+        "context": context,
+    }

@@ -57,7 +57,7 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         stream_buffer_seconds=settings.stream_buffer_seconds,
         cuda_graphs=settings.cuda_graphs,
     )
-    voice_service = VoiceService(models, library, VoiceCloner(prompt_cache))
+    voice_service = VoiceService(models, library, VoiceCloner(prompt_cache), settings.default_voice)
     speech_service = SpeechService(
         engine,
         models,
@@ -66,6 +66,8 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         audio_cache,
         settings.request_timeout,
         settings.audio_cache_sampled,
+        settings.stream_type,
+        settings.token_chunks(),
     )
     caches = {"voice": lambda: CacheCounts(prompt_cache.hits, prompt_cache.misses, prompt_cache.evictions)}
     if audio_cache is not None:

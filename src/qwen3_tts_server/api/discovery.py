@@ -1,4 +1,4 @@
-"""GET /v1/models, GET /health, GET /ready."""
+"""GET /v1/models, GET /health, GET /v1/info, GET /ready."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..service.health import health_report
+from ..service.health import earlier_server_keys, health_report, loaded_model_id
 from .dependencies import ServicesDep
 
 router = APIRouter()
@@ -34,8 +34,25 @@ async def list_models(services: ServicesDep) -> dict:
 @router.get("/health")
 async def health(services: ServicesDep) -> JSONResponse:
     """200, or 503 with the reason in `error` once the engine thread has stopped (nothing can be served)."""
-    report = health_report(services.models, services.engine, services.voices.library, services.audio_cache)
+    voices = await services.voices.accepted_names()
+    model_id = loaded_model_id(services.models, services.settings)
+    models, engine, library = services.models, services.engine, services.voices.library
+    earlier = earlier_server_keys(models, model_id, engine, voices, library, services.audio_cache)
+    report = health_report(models, engine, library, services.audio_cache, earlier)
     return JSONResponse(report, status_code=200 if services.engine.failure is None else 503)
+
+
+@router.get("/v1/info")
+async def info(services: ServicesDep) -> dict:
+    """The earlier server's capability summary: how audio streams by default (STREAM_TYPE: `token`, in chunks of
+    frames as they are made; `sentence`, a chunk per text segment), every voice name a request may give, and the
+    model (null until it first loads, as there)."""
+    voices = await services.voices.accepted_names()
+    return {
+        "stream_type": services.settings.stream_type,
+        "voices": voices,
+        "model_id": loaded_model_id(services.models, services.settings),
+    }
 
 
 @router.get("/ready")

@@ -1,4 +1,5 @@
-"""Every failure as OpenAI's envelope: {"error": {"message", "type", "param", "code"}}."""
+"""Every failure as OpenAI's envelope, {"error": {"message", "type", "param", "code"}}, with the earlier server's flat
+keys beside it (`code`, `message`, `statusCode`, `context`: http_contract.error_document)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,20 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..errors import EngineBusyError, TTSError, error_body, invalid_value
-from ..http_contract import error_object
+from ..errors import EngineBusyError, TTSError, error_response_body, invalid_value
+from ..http_contract import error_document
 from .context import request_context
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:
-    return JSONResponse({"error": error_object(status, message, code, param)}, status_code=status)
+    return JSONResponse(error_document(status, message, code, param), status_code=status)
 
 
 def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(TTSError)
     async def tts_error(request: Request, exc: TTSError) -> JSONResponse:
         request_context(request).error_type = exc.code  # for the request log and the errors metric
-        response = JSONResponse({"error": error_body(exc)}, status_code=exc.status)
+        response = JSONResponse(error_response_body(exc), status_code=exc.status)
         if isinstance(exc, EngineBusyError):
             response.headers["Retry-After"] = str(exc.retry_after)
         return response

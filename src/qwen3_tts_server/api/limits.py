@@ -24,7 +24,7 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
-from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_body
+from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_response_body
 from ..http_contract import BodyDeadline
 from .context import request_context
 from .schemas import MAX_UPLOAD_BYTES
@@ -131,7 +131,7 @@ class GuardedRequest:
         on see the client gone."""
         if not self.response_started:
             request_context(HTTPConnection(self.scope)).error_type = exc.code
-            response = JSONResponse({"error": error_body(exc)}, exc.status, headers={"connection": "close"})
+            response = JSONResponse(error_response_body(exc), exc.status, headers={"connection": "close"})
             await response(self.scope, self._receive, self._send)
         self.refused = True
         return {"type": "http.disconnect"}

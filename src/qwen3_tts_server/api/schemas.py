@@ -10,6 +10,7 @@ from fastapi import UploadFile
 from pydantic import AliasChoices, BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
+from ..errors import InvalidValueError
 from ..service.requests import SamplingOverrides, SynthesisRequest
 
 log = logging.getLogger(__name__)
@@ -24,26 +25,42 @@ class VoiceId(BaseModel):
 
 
 class SpeechOptions(BaseModel):
-    """Everything about a speech request but the voice."""
+    """Everything about a speech request but the voice.
 
-    model: str = "tts-1"
+    Two forms share it. OpenAI's (with `model`): mp3 by default. The earlier server's (no `model`, which it never
+    read): WAV by default. Either way a WAV is one whole file with exact sizes unless `stream` is true (what every
+    WAV reader reads); the other formats stream unless `stream` is false."""
+
+    model: str | None = None
     input: str = Field(max_length=4096)
     instructions: str | None = Field(
         default=None,
         max_length=4096,
         validation_alias=AliasChoices("instructions", "instruct"),  # `instruct`: the earlier server's name
     )
-    response_format: ResponseFormat = "mp3"
+    response_format: ResponseFormat | None = Field(
+        default=None, description="default: mp3 with `model`, wav without it (the earlier server's form)"
+    )
     speed: float = Field(default=1.0, ge=0.25, le=4.0)
     stream_format: Literal["audio", "sse"] = "audio"
+    # The earlier server's: audio in chunks of frames (token) or one chunk per sentence; default: STREAM_TYPE.
+    stream_mode: Literal["token", "sentence"] | None = None
     # Extensions.
-    stream: bool = True  # false: the whole file at once, with Content-Length and latency headers
+    stream: bool | None = Field(
+        default=None,
+        description="false: the whole file at once, with Content-Length and latency headers; default: true, "
+        "but false for wav",
+    )
     language: str | None = None
-    temperature: float | None = Field(default=None, gt=0, description="sampling temperature (default: checkpoint's)")
+    # At most 100: far beyond any useful value; a float32 overflow (inf) would turn the suppressed codes into NaN.
+    temperature: float | None = Field(
+        default=None, gt=0, le=100, description="sampling temperature (default: checkpoint's)"
+    )
     top_p: float | None = Field(default=None, gt=0, le=1, description="nucleus sampling mass")
     top_k: int | None = Field(default=None, ge=0, description="candidates kept; 0 disables top-k")
-    repetition_penalty: float | None = Field(default=None, gt=0)
-    seed: int | None = Field(default=None, description="reproducible sampling")
+    repetition_penalty: float | None = Field(default=None, gt=0, le=100)
+    # 63-bit: the engine keeps seeds as int64, each segment's the request's plus its index.
+    seed: int | None = Field(default=None, ge=-(2**62), le=2**62, description="reproducible sampling")
     sample_rate: int | None = Field(default=None, ge=8000, le=48000, description="output rate (default: format's)")
     normalize: bool | None = None  # numbers, dates, symbols... in words; None: the server's TEXT_NORMALIZE
     include_text: bool = False  # report the spoken (normalised) text: X-Spoken-Text, or a speech.text SSE event
@@ -64,14 +81,30 @@ class SpeechOptions(BaseModel):
                 ) from None
         return value
 
-    def to_synthesis(self, voice: str) -> SynthesisRequest:
+    @model_validator(mode="after")
+    def _defaults(self) -> SpeechOptions:
+        if self.response_format is None:
+            self.response_format = self.default_format()
+        if self.stream is None:
+            self.stream = self.response_format != "wav"
+        return self
+
+    def default_format(self) -> ResponseFormat:
+        return "mp3" if self.model is not None else "wav"
+
+    @property
+    def format_name(self) -> ResponseFormat:
+        """The response format, the form's default filled in."""
+        return self.response_format or self.default_format()
+
+    def to_synthesis(self, voice: str | None) -> SynthesisRequest:
         """The service's request: the validated values, free of this schema."""
         return SynthesisRequest(
             text=self.input,
             voice=voice,
             language=self.language,
             instructions=self.instructions,
-            response_format=self.response_format,
+            response_format=self.format_name,
             sample_rate=self.sample_rate,
             speed=self.speed,
             sampling=SamplingOverrides(
@@ -82,7 +115,8 @@ class SpeechOptions(BaseModel):
                 seed=self.seed,
             ),
             normalize=self.normalize,
-            interactive=self.stream or self.stream_format == "sse",
+            interactive=bool(self.stream) or self.stream_format == "sse",
+            stream_mode=self.stream_mode,
         )
 
 
@@ -97,11 +131,12 @@ class SpeechRequest(SpeechOptions):
         },
     )
 
-    voice: str | VoiceId
+    voice: str | VoiceId | None = None  # None or empty: the server's DEFAULT_VOICE
 
     @property
-    def voice_name(self) -> str:
-        return self.voice.id if isinstance(self.voice, VoiceId) else self.voice
+    def voice_name(self) -> str | None:
+        name = self.voice.id if isinstance(self.voice, VoiceId) else self.voice
+        return name or None
 
     @model_validator(mode="after")
     def _log_unknown_fields(self) -> SpeechRequest:
@@ -114,11 +149,31 @@ class SpeechRequest(SpeechOptions):
 
 
 class CloneSpeechForm(SpeechOptions):
-    """POST /v1/audio/speech/clone (multipart): speech in a voice cloned from inline reference audio."""
+    """POST /v1/audio/speech/clone (multipart): speech in a voice cloned from inline reference audio, WAV by default
+    (as the earlier server answered this route). The recording comes as `ref_audio` or as `file`, the earlier
+    server's field."""
 
-    ref_audio: UploadFile = Field(description=f"reference recording, at most {MAX_UPLOAD_BYTES >> 20} MiB")
+    ref_audio: UploadFile | None = Field(
+        default=None, description=f"reference recording, at most {MAX_UPLOAD_BYTES >> 20} MiB (or as `file`)"
+    )
+    file: UploadFile | None = Field(default=None, description="the reference recording (the earlier server's field)")
     ref_text: str | None = Field(default=None, description="transcript of the reference (in-context cloning)")
     mode: str | None = Field(default=None, description="x_vector or in_context (default: in_context with ref_text)")
+
+    def default_format(self) -> ResponseFormat:
+        return "wav"
+
+    def recording(self) -> tuple[UploadFile, str]:
+        """The reference upload and the field it came in: exactly one of the two."""
+        if self.ref_audio is not None and self.file is not None:
+            raise InvalidValueError("send the reference recording once, as ref_audio or as file", param="file")
+        if self.ref_audio is not None:
+            return self.ref_audio, "ref_audio"
+        if self.file is not None:
+            return self.file, "file"
+        raise InvalidValueError(
+            "ref_audio: Field required (the reference recording; `file` is accepted too)", "ref_audio"
+        )
 
     def synthesis(self) -> SynthesisRequest:
         return self.to_synthesis("clone")

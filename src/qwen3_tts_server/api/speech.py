@@ -28,7 +28,7 @@ CLIENT_CLOSED_REQUEST = 499  # the status logged for a whole-file request whose 
 async def speak(service: SpeechService, context: RequestContext, body: SpeechRequest) -> SpeechOutput:
     """The body's audio, its particulars handed to the request log and the metrics (api/observability.py)."""
     speech = await service.speak(body.synthesis())
-    context.record_speech(speech, body.voice_name, body.response_format, len(body.input))
+    context.record_speech(speech, body.voice_name or "default", body.format_name, len(body.input))
     return speech
 
 
@@ -91,9 +91,10 @@ async def clone_speech(
     form: Annotated[CloneSpeechForm, Form()], request: Request, service: SpeechServiceDep, context: ContextDep
 ):
     """Speech in a voice cloned from the uploaded reference; the clone prompt is cached by content hash."""
-    audio = await read_upload(form.ref_audio, "ref_audio")
-    speech = await service.clone_and_speak(form.synthesis(), audio, form.ref_text, form.mode)
-    context.record_speech(speech, "clone", form.response_format, len(form.input))
+    upload, field = form.recording()
+    audio = await read_upload(upload, field)
+    speech = await service.clone_and_speak(form.synthesis(), audio, form.ref_text, form.mode, field)
+    context.record_speech(speech, "clone", form.format_name, len(form.input))
     return await respond(request, speech, form)
 
 

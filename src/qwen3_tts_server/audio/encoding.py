@@ -31,6 +31,7 @@ class AudioFormat:
     rates: tuple[int, ...] | None = None  # None: any rate
 
 
+UNKNOWN_SIZE = 0xFFFFFFFF  # a streamed WAV's RIFF and data sizes: written before the length is known
 OPUS_RATES = (8000, 12000, 16000, 24000, 48000)
 
 FORMATS = {
@@ -74,6 +75,16 @@ def whole_file(format: AudioFormat, data: bytes, samples: int) -> bytes:
     return data
 
 
+def streamed_file(format: AudioFormat, whole: bytes) -> bytes:
+    """A whole file as the stream that made it sent it (`whole_file` undone): a WAV's sizes unknown (0xFFFFFFFF), a
+    FLAC's sample count 0. A replay of a streamed answer sends these bytes: the answer's own."""
+    if format.container == "wav":
+        return wav_with_sizes(whole, unknown=True)
+    if format.container == "flac":
+        return flac_with_length(whole, 0)
+    return whole
+
+
 def flac_with_length(flac: bytes, samples: int) -> bytes:
     """A complete FLAC with its STREAMINFO's total sample count set (readers such as libsndfile trust it)."""
     if flac[:4] != b"fLaC" or flac[4] & 0x7F != 0 or len(flac) < 42:
@@ -84,17 +95,20 @@ def flac_with_length(flac: bytes, samples: int) -> bytes:
     return flac[:18] + packed.to_bytes(8, "big") + flac[26:]
 
 
-def wav_with_sizes(wav: bytes) -> bytes:
+def wav_with_sizes(wav: bytes, unknown: bool = False) -> bytes:
     """A complete WAV whose data chunk runs to the end of the file (as the encoder writes it), with its RIFF
-    and data sizes set to the real ones: readers that trust the header (Python's `wave`) need them."""
+    and data sizes set to the real ones: readers that trust the header (Python's `wave`) need them. `unknown`: set
+    to 0xFFFFFFFF instead, as a streamed WAV's header says."""
     if wav[:4] != b"RIFF" or wav[8:12] != b"WAVE":
         raise ValueError("not a RIFF/WAVE file")
     offset = 12
     while offset + 8 <= len(wav):
         chunk_id, size = wav[offset : offset + 4], int.from_bytes(wav[offset + 4 : offset + 8], "little")
         if chunk_id == b"data":
-            data_size = pack("<I", len(wav) - offset - 8)
-            return b"".join((b"RIFF", pack("<I", len(wav) - 8), wav[8 : offset + 4], data_size, wav[offset + 8 :]))
+            riff_size, data_size = (UNKNOWN_SIZE, UNKNOWN_SIZE) if unknown else (len(wav) - 8, len(wav) - offset - 8)
+            return b"".join(
+                (b"RIFF", pack("<I", riff_size), wav[8 : offset + 4], pack("<I", data_size), wav[offset + 8 :])
+            )
         offset += 8 + size + size % 2  # a chunk of odd size is followed by a pad byte
     raise ValueError("a WAV without a data chunk")
 

@@ -27,7 +27,14 @@ from dataclasses import dataclass, field
 import torch
 
 from ..config import CPU_BATCH_SIZE, GPU_BATCH_SIZE, MAX_REQUEST_FRAMES
-from ..errors import EngineBusyError, EngineOutOfMemoryError, EngineStoppedError, RequestTimeoutError, TTSError
+from ..errors import (
+    EngineBusyError,
+    EngineOutOfMemoryError,
+    EngineStoppedError,
+    RequestTimeoutError,
+    SynthesisFailedError,
+    TTSError,
+)
 from ..model.codec_stream import CodecStreamState
 from ..model.generation import FrameGenerator
 from ..model.tts_model import Qwen3TTSModel
@@ -52,7 +59,7 @@ def typed_error(exc: Exception, what: str) -> TTSError:
         if torch.cuda.is_available():
             torch.cuda.empty_cache()  # give back what the failed work had reserved
         return EngineOutOfMemoryError("the GPU ran out of memory for this request; retry shortly or with shorter text")
-    return TTSError(SYNTHESIS_FAILED)
+    return SynthesisFailedError(SYNTHESIS_FAILED)
 
 
 def default_batch_size() -> int:
@@ -329,16 +336,29 @@ class Engine:
                 self.models.touch()  # activity counts per frame: a long stream is never unloaded
 
     def _apply_backpressure(self) -> None:
-        """Pause the rows whose client has `stream_buffer_seconds` of their audio yet to take, resume the others.
-        Only once the client has begun taking a job's audio: a job queued behind the one it listens to (a long
-        text's next segment, a WebSocket session's later segments) runs on, so that no row is held for audio
-        nobody is listening to yet (that audio is bounded by its segment)."""
+        """Pause the rows whose client has `stream_buffer_seconds` of audio yet to take, resume the others. The job
+        the client listens to pauses on its own audio; a job it has not reached yet (a long text's next segment,
+        made while the client takes this one) pauses on all of its request's (their RequestClock), so a client that
+        stops taking audio costs no steps once the buffer is full, and one that keeps taking is never held up by
+        the next segment's audio. A request whose client has taken nothing yet runs on (its audio is bounded by its
+        segment)."""
         if not self.stream_buffer_seconds or self.model is None:
             return
         limit = self.stream_buffer_seconds / self.model.frames_to_seconds(1)
         now = time.monotonic()
+        ahead: dict[int, int] = {}  # frames made and not taken, by request (its clock)
+        listened: set[int] = set()  # requests whose client has taken some audio
         for handle in self._active.values():
-            behind = handle.frames_taken > 0 and handle.frames_ahead() >= limit
+            request = id(handle.clock)
+            ahead[request] = ahead.get(request, 0) + handle.frames_ahead()
+            if handle.frames_taken:
+                listened.add(request)
+        for handle in self._active.values():
+            request = id(handle.clock)
+            if handle.frames_taken:
+                behind = handle.frames_ahead() >= limit
+            else:
+                behind = request in listened and ahead[request] >= limit
             if behind and not handle.paused:
                 handle.paused = True
                 self.generator.pause(handle.row)
@@ -377,7 +397,8 @@ class Engine:
                     waiting.remove(handle)
                     if not handle.cancelled:
                         limit = handle.clock.timeout
-                        handle.deliver(RequestTimeoutError(f"the request waited past its {limit:g} s limit"))
+                        message = f"the request waited past its {limit:g} s limit"
+                        handle.deliver(RequestTimeoutError(message, context={"timeout_s": limit}))
         for handle in list(self._active.values()):
             clock = handle.clock
             if handle.cancelled:
@@ -385,7 +406,7 @@ class Engine:
             elif clock.over_time(now):
                 self._free(handle)
                 stopped = f"the request ran past its {clock.timeout:g} s limit and was stopped"
-                handle.deliver(RequestTimeoutError(stopped))
+                handle.deliver(RequestTimeoutError(stopped, context={"timeout_s": clock.timeout}))
             elif handle.paused and clock.client_stalled(now):
                 self._free(handle)
                 handle.drop(RequestTimeoutError(f"the client took no audio for {clock.timeout:g} s and was dropped"))

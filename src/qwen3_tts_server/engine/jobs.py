@@ -13,6 +13,7 @@ from ..model.prompt import TokenizedInput
 from ..model.sampling import SamplingParams
 
 DEFAULT_CHUNK_SCHEDULE = (1, 2, 4, 8)
+WHOLE_SEGMENT = (1 << 30,)  # one chunk per segment: its audio once its last frame is made (stream_mode sentence)
 
 
 @dataclass(frozen=True)

@@ -111,6 +111,10 @@ class ModelManager:
         """Seconds until a failed load may be tried again; 0 when the next caller would load."""
         return max(0.0, self._retry_at - time.monotonic())
 
+    def known_config(self) -> TTSConfig | None:
+        """The checkpoint's config if it has been read already (no file is read: safe on the event loop)."""
+        return self._config or (self._model.config if self._model is not None else None)
+
     def config(self) -> TTSConfig:
         """The checkpoint's config, read once, without loading the model or counting as use. Blocking: the first
         call reads files (call it from a worker thread)."""

@@ -17,6 +17,7 @@ from ..http_contract import (
     CORS_MAX_AGE,
     CORS_METHODS,
     CORS_REQUEST_HEADERS,
+    EARLIER_HEALTH_KEYS,
     METRICS_CONTENT_TYPE,
     UNAUTHORIZED_CODE,
     UNAUTHORIZED_MESSAGE,
@@ -150,9 +151,18 @@ class GatewayApp:
                 return
 
     async def _health(self) -> dict:
+        """The gateway's report and its worker's, with the earlier server's flat keys first: the worker's while it
+        runs; before it starts, the model is not loaded and nothing waits."""
         worker = self.worker
+        worker_health = await worker.health()
+        if worker_health is not None:
+            flat = {key: worker_health[key] for key in EARLIER_HEALTH_KEYS if key in worker_health}
+        else:
+            flat = {"model_loaded": False, "model_id": None, "queue_depth": 0}
+            flat["max_queue_depth"] = self.settings.max_queue_depth
         return {
             "status": "ok",
+            **flat,
             "gateway": {
                 "pid": os.getpid(),
                 "rss_bytes": resident_memory_bytes(),
@@ -162,7 +172,7 @@ class GatewayApp:
                 "restarts": worker.restarts,
                 "in_flight": worker.in_flight,
             },
-            "worker": await worker.health(),
+            "worker": worker_health,
         }
 
     async def _metrics(self) -> str:

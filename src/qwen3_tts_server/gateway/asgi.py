@@ -9,7 +9,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
-from ..http_contract import error_object
+from ..http_contract import error_document
 
 Scope = dict[str, Any]
 Message = dict[str, Any]
@@ -48,7 +48,7 @@ async def _send_body(send: Send, status: int, body: bytes, content_type: str) ->
 
 
 async def send_error(send: Send, status: int, message: str, code: str) -> None:
-    await send_json(send, status, {"error": error_object(status, message, code)})
+    await send_json(send, status, error_document(status, message, code))
 
 
 async def close_with_error(send: Send, error: dict[str, Any]) -> int:

@@ -35,6 +35,7 @@ class GatewaySettings:
     wyoming_port: int | None  # None: no Wyoming port
     wyoming_host: str | None  # None: the same address as `host`
     wyoming_zeroconf: bool
+    max_queue_depth: int  # /health's, while no worker runs to say it
 
     @classmethod
     def from_effective(cls, values: dict) -> GatewaySettings:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
-from ..errors import InvalidInputError
+from ..errors import EmptyInputError, NoSentencesError
 from ..model.prompt import TokenizedInput, VoiceSpec
 from ..model.sampling import SamplingParams
 from ..model.tts_model import Qwen3TTSModel
@@ -40,7 +40,9 @@ def prepare_text(
     model.prompts.check_language(language)  # the language as given, before the text is cut up
     segments = text_segments(text, language, normalize_text)
     if not segments:
-        raise InvalidInputError("input is empty" if not text.strip() else NOTHING_TO_SPEAK, param="input")
+        if not text.strip():
+            raise EmptyInputError("input is empty", param="input")
+        raise NoSentencesError(NOTHING_TO_SPEAK, param="input")
     inputs = [model.prompts.tokenize(voice, segment.text, segment.language) for segment in segments]
     # Each segment its own seed, derived from the request's: reproducible, yet not the same noise each time.
     seeds = [None if params.seed is None else params.seed + index for index in range(len(inputs))]

@@ -32,7 +32,7 @@ class SamplingOverrides:
 @dataclass(frozen=True)
 class SynthesisRequest:
     text: str
-    voice: str  # a preset, an OpenAI voice name or a library voice id
+    voice: str | None  # a preset, an OpenAI voice name or a library voice (id or name); None: the default voice
     language: str | None = None  # None: detected
     instructions: str | None = None
     response_format: str = "mp3"
@@ -41,3 +41,4 @@ class SynthesisRequest:
     sampling: SamplingOverrides = field(default_factory=SamplingOverrides)
     normalize: bool | None = None  # None: the server's default
     interactive: bool = True  # streamed: admitted before whole-file requests
+    stream_mode: str | None = None  # "token" (chunks of frames) or "sentence" (a chunk per segment); None: STREAM_TYPE

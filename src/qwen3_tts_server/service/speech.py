@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from ..audio.encoding import AudioFormat, StreamEncoder, audio_format
 from ..audio.tempo import Tempo
 from ..engine.engine import Engine
-from ..engine.jobs import SpeechJob
+from ..engine.jobs import DEFAULT_CHUNK_SCHEDULE, WHOLE_SEGMENT, SpeechJob
 from ..engine.model_manager import ModelManager
 from ..model.prompt import VoiceSpec
 from ..model.sampling import SamplingParams
@@ -62,6 +62,8 @@ class SpeechService:
         audio_cache: AudioCache | None = None,
         request_timeout: float = 0.0,
         cache_sampled: bool = True,
+        stream_type: str = "token",
+        token_chunks: tuple[int, ...] | None = None,
     ):
         self.engine = engine
         self.models = models
@@ -71,6 +73,12 @@ class SpeechService:
         self.request_timeout = request_timeout  # seconds for a whole request; 0: no limit
         # Sampled requests without a seed cached too (the earlier server's behaviour): a repeat replays the first.
         self.cache_sampled = cache_sampled
+        self.stream_type = stream_type  # STREAM_TYPE: how a request without a stream_mode is cut into chunks
+        self.token_chunks = token_chunks or DEFAULT_CHUNK_SCHEDULE  # chunk sizes in frames of the token mode
+
+    def chunk_schedule(self, request: SynthesisRequest) -> tuple[int, ...]:
+        """The frames of each audio chunk of the request's segments (the last size repeats)."""
+        return WHOLE_SEGMENT if (request.stream_mode or self.stream_type) == "sentence" else self.token_chunks
 
     @property
     def library(self) -> VoiceLibrary:
@@ -99,6 +107,7 @@ class SpeechService:
                 return CachedSpeech(
                     **output,
                     body=entry.audio,
+                    format=checked.format,
                     text_tokens=entry.text_tokens,
                     frames=entry.frames,
                     cut_segments=[int(index) for index in cut.split(",")] if cut else [],
@@ -109,7 +118,9 @@ class SpeechService:
             text_tokens=text.text_tokens,
             engine=self.engine,
             jobs=[
-                SpeechJob(tokenized, params, interactive=request.interactive)
+                SpeechJob(
+                    tokenized, params, interactive=request.interactive, chunk_schedule=self.chunk_schedule(request)
+                )
                 for tokenized, params in zip(text.inputs, text.params, strict=True)
             ],
             encoder=StreamEncoder(checked.format, checked.sample_rate, model.sample_rate),
@@ -123,10 +134,11 @@ class SpeechService:
         return stream
 
     async def clone_and_speak(
-        self, request: SynthesisRequest, audio: bytes, ref_text: str | None, mode: str | None
+        self, request: SynthesisRequest, audio: bytes, ref_text: str | None, mode: str | None, field: str = "ref_audio"
     ) -> SpeechOutput:
-        """Speech in a voice cloned from inline reference audio; the clone prompt is cached by content hash."""
-        clone = await self.voices.clone_prompt(audio, ref_text, mode, field="ref_audio")
+        """Speech in a voice cloned from inline reference audio (the upload `field`); the clone prompt is cached by
+        content hash."""
+        clone = await self.voices.clone_prompt(audio, ref_text, mode, field=field)
         return await self.speak(request, clone)
 
     async def check(self, request: SynthesisRequest) -> int:
@@ -142,7 +154,8 @@ class SpeechService:
         await self.audio_cache.put(key, entry)
 
     def _check(self, model: Qwen3TTSModel, request: SynthesisRequest, clone: VoicePrompt | None) -> _Checked:
-        voice = resolve_voice(model, self.library, request.voice, request.instructions, clone)
+        name = request.voice or self.voices.default_voice
+        voice = resolve_voice(model, self.library, name, request.instructions, clone)
         fmt, rate = audio_format(request.response_format, request.sample_rate, model.sample_rate)
         return _Checked(model, voice, request.sampling.params(model), fmt, rate)
 
@@ -173,6 +186,7 @@ class SpeechService:
                 "format": request.response_format,
                 "sample_rate": request.sample_rate,
                 "speed": request.speed,
+                "chunks": self.chunk_schedule(request),  # the codec's float rounding follows its chunks
                 "sampling": dataclasses.asdict(params),
             }
         )

@@ -19,6 +19,7 @@ starting meanwhile sweeps only the leftovers nobody holds.
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import fcntl
 import json
@@ -35,7 +36,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Literal
 
-from ..errors import InsufficientStorageError, InvalidInputError, NotFoundError
+from ..errors import ConflictError, InsufficientStorageError, InvalidInputError, NotFoundError
 from ..model.voice_prompt import Mode, VoicePrompt
 
 VoiceType = Literal["audio_sample", "prompt"]
@@ -43,8 +44,15 @@ _ID = re.compile(r"voice_[0-9a-f]{32}")
 _TEMP_PREFIX = ".incoming-"
 _TRASH_PREFIX = ".deleted-"
 _LOCK_SUFFIX = ".lock"
+_NAMES = ".names"  # its lock file orders the writers of every process: a name is checked and taken at once
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT}
 _READ_ONLY = {errno.EROFS, errno.EACCES, errno.EPERM}
+
+
+def voice_key(name: str) -> str:
+    """A voice name as the earlier server matched it: lower case, spaces as underscores ("Uncle Fu" is
+    uncle_fu)."""
+    return name.strip().lower().replace(" ", "_")
 
 
 def default_data_dir() -> Path:
@@ -139,9 +147,10 @@ class VoiceLibrary:
         return sorted(voices.values(), key=lambda voice: (voice.created_at, voice.id))
 
     def find(self, voice_id: str) -> StoredVoice | None:
-        """The voice `voice_id` if it is stored now (one open for a voice read before, one read otherwise)."""
+        """The voice `voice_id` (an id, or a voice's name as `voice_key` matches it) if it is stored now (one open for
+        a voice read before, one read otherwise)."""
         if not _ID.fullmatch(voice_id):
-            return None
+            return self.named(voice_id)
         folder = self.root / voice_id
         known = self._voices.get(voice_id)
         voice = known if known is not None and _present(folder / "voice.json") else self._read(folder)
@@ -151,6 +160,16 @@ class VoiceLibrary:
             self._voices[voice_id] = voice
         return voice
 
+    def named(self, name: str) -> StoredVoice | None:
+        """The voice of this name (names are unique, matched as `voice_key` matches them), if it is stored now; the
+        newest, should a crash in the middle of a replacement have left two."""
+        same = self._named_all(name)
+        return same[-1] if same else None
+
+    def _named_all(self, name: str) -> list[StoredVoice]:
+        key = voice_key(name)
+        return [voice for voice in self.list() if voice_key(voice.name) == key]
+
     def get(self, voice_id: str) -> StoredVoice:
         voice = self.find(voice_id)
         if voice is None:
@@ -158,9 +177,16 @@ class VoiceLibrary:
         return voice
 
     def add(
-        self, name: str, prompt: VoicePrompt | None = None, description: str | None = None, consent: str | None = None
+        self,
+        name: str,
+        prompt: VoicePrompt | None = None,
+        description: str | None = None,
+        consent: str | None = None,
+        replace: bool = False,
     ) -> StoredVoice:
-        """Store a voice from a clone prompt (audio-sample voice) or a voice description (prompt voice)."""
+        """Store a voice from a clone prompt (audio-sample voice) or a voice description (prompt voice). Names are
+        unique: a name in use is a 409, unless `replace`, which deletes the voice that had it once this one is in
+        place (`make-preset-voices` making them again)."""
         voice = StoredVoice(
             id="voice_" + secrets.token_hex(16),
             name=name,
@@ -173,7 +199,13 @@ class VoiceLibrary:
             prompt_id=prompt.id if prompt else None,
         )
         staging = self.root / f"{_TEMP_PREFIX}{voice.id}"
-        with _disk_refusals("the voice was not stored"), _claim(staging, wait=True):
+        # The names' lock (held by writers in every process sharing the directory): a name is checked and taken
+        # in one step.
+        with _disk_refusals("the voice was not stored"), _claim(self.root / _NAMES, wait=True), _claim(staging, True):
+            previous = self._named_all(name)
+            if previous and not replace:
+                taken = previous[-1]
+                raise ConflictError(f"a voice named {taken.name!r} exists ({taken.id}): names are unique", "name")
             try:
                 staging.mkdir()
                 if prompt is not None:
@@ -187,7 +219,10 @@ class VoiceLibrary:
             except BaseException:
                 shutil.rmtree(staging, ignore_errors=True)  # nothing half-written stays behind
                 raise
-        self._voices[voice.id] = voice
+            self._voices[voice.id] = voice
+            for replaced in previous:  # the new voice is in place (a crash here leaves it the newest: found first)
+                with contextlib.suppress(NotFoundError):  # deleted by another process meanwhile
+                    self.delete(replaced.id)
         if prompt is not None:
             self.cache.put(prompt)
         return voice

@@ -6,37 +6,53 @@ from __future__ import annotations
 import asyncio
 
 from ..engine.model_manager import ModelManager
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, TTSError, UnknownVoiceError
 from ..model.prompt import VoiceSpec
 from ..model.tts_model import Qwen3TTSModel
 from ..model.voice_prompt import VoicePrompt
 from .cloning import VoiceCloner
-from .voice_library import StoredVoice, VoiceLibrary
+from .voice_library import StoredVoice, VoiceLibrary, voice_key
 
-# OpenAI's built-in voice names, each mapped to a preset speaker of the CustomVoice models.
+# OpenAI's built-in voice names, each mapped to a preset speaker of the CustomVoice models. The first six are
+# the earlier server's aliases (the same speaker a caller heard there); the later seven it did not map get a fixed
+# speaker each (README, "Voices").
 OPENAI_VOICES = {
-    "alloy": "vivian",
-    "ash": "ryan",
-    "ballad": "aiden",
-    "coral": "serena",
-    "echo": "ryan",
-    "fable": "aiden",
+    "alloy": "ryan",
+    "echo": "aiden",
+    "fable": "dylan",
     "onyx": "uncle_fu",
-    "nova": "serena",
+    "nova": "vivian",
+    "shimmer": "serena",
+    "ash": "eric",
+    "ballad": "dylan",
+    "coral": "sohee",
     "sage": "ono_anna",
-    "shimmer": "sohee",
     "verse": "aiden",
     "marin": "vivian",
-    "cedar": "uncle_fu",
+    "cedar": "ryan",
 }
 
 
+# Names only preset voices may have in the voice library: the speakers and the OpenAI names (make-preset-voices).
+RESERVED_NAMES = frozenset(OPENAI_VOICES) | frozenset(OPENAI_VOICES.values())
+
+
 def preset_voices(speakers: list[str]) -> dict[str, str]:
-    """Every voice name a model with these preset speakers answers to (presets and OpenAI aliases) -> its
+    """Every voice name a model with these preset speakers answers to (presets, then the OpenAI aliases) -> its
     preset speaker."""
     voices = {name: name for name in speakers}
     voices.update({alias: target for alias, target in OPENAI_VOICES.items() if target in voices})
     return voices
+
+
+def accepted_names(speakers: list[str], library: VoiceLibrary) -> list[str]:
+    """Every voice name a request may give: the presets and their OpenAI aliases, then the library's voices by name,
+    with the OpenAI names of the preset voices made for a Base model (make-preset-voices) after theirs."""
+    names = list(preset_voices(speakers))
+    stored = [voice.name for voice in library.list()]
+    keys = {voice_key(name) for name in stored}
+    aliases = [alias for alias, speaker in OPENAI_VOICES.items() if speaker in keys and alias not in names]
+    return names + [name for name in dict.fromkeys(stored) if name not in names] + aliases
 
 
 def resolve_voice(
@@ -46,12 +62,20 @@ def resolve_voice(
     instructions: str | None,
     clone: VoicePrompt | None = None,
 ) -> VoiceSpec:
-    """The voice `name` stands for (a preset, an OpenAI alias, a library voice; `clone`: an inline cloned
-    voice), checked against the model."""
+    """The voice `name` stands for, checked against the model: a preset speaker or an OpenAI name (CustomVoice), a
+    library voice by id or by name (matched as the earlier server matched names: `voice_key`), an OpenAI name for
+    the preset voice made for a Base model, or `clone`, an inline cloned voice."""
     check = model.prompts.check_voice
     if clone is not None:
         return check(instruct=instructions, voice=clone)
+    key = voice_key(name)
+    if model.model_type == "custom_voice":
+        speaker = preset_voices(model.speakers).get(key)
+        if speaker is not None:
+            return check(speaker=speaker, instruct=instructions)
     stored = library.find(name)
+    if stored is None and model.model_type == "base" and key in OPENAI_VOICES:
+        stored = library.named(OPENAI_VOICES[key])  # the preset speaker's voice made for the Base model
     if stored is not None and stored.type == "audio_sample":
         return check(instruct=instructions, voice=library.clone_prompt(stored))
     if stored is not None and model.model_type != "voice_design":
@@ -60,12 +84,6 @@ def resolve_voice(
             f"this server runs a {model.model_type} model",
             param="voice",
         )
-    if model.model_type == "custom_voice":
-        voices = preset_voices(model.speakers)
-        speaker = voices.get(name.lower())
-        if speaker is None:  # 400, as OpenAI and the earlier server answer an unknown voice
-            raise InvalidInputError(f"unknown voice {name!r}; available: {', '.join(sorted(voices))}", param="voice")
-        return check(speaker=speaker, instruct=instructions)
     if model.model_type == "voice_design":
         description = " ".join(filter(None, [stored.prompt if stored else None, instructions]))
         if not description.strip():
@@ -75,22 +93,45 @@ def resolve_voice(
                 "instructions",
             )
         return check(instruct=description)
-    cloned = [voice.id for voice in library.list() if voice.type == "audio_sample"]
-    raise InvalidInputError(
-        f"unknown voice {name!r}: a Base model speaks cloned voices; upload one with "
-        f"POST /v1/audio/voices or use POST /v1/audio/speech/clone"
-        + (f"; library voices: {', '.join(cloned)}" if cloned else ""),
-        param="voice",
+    valid = sorted(accepted_names(model.speakers, library))
+    if model.model_type == "custom_voice":  # 400, as OpenAI and the earlier server answer an unknown voice
+        raise UnknownVoiceError(f"unknown voice {name!r}; available: {', '.join(valid)}", name, valid)
+    raise UnknownVoiceError(
+        f"unknown voice {name!r}: a Base model speaks cloned voices; upload one with POST /v1/audio/voices, use "
+        "POST /v1/audio/speech/clone, or make the preset voices with `qwen3-tts-server make-preset-voices`"
+        + (f"; library voices: {', '.join(valid)}" if valid else ""),
+        name,
+        valid,
     )
+
+
+def check_name(name: str) -> None:
+    """A name a caller may give a library voice: not one of the preset voices' (RESERVED_NAMES)."""
+    if voice_key(name) in RESERVED_NAMES:
+        raise InvalidInputError(
+            f"the name {name!r} is reserved for a preset voice (`qwen3-tts-server make-preset-voices` makes them for "
+            "a Base model); choose another",
+            param="name",
+        )
 
 
 class VoiceService:
     """The voice library as the API offers it; file work and cloning run off the event loop."""
 
-    def __init__(self, models: ModelManager, library: VoiceLibrary, cloner: VoiceCloner):
+    def __init__(self, models: ModelManager, library: VoiceLibrary, cloner: VoiceCloner, default_voice: str = "vivian"):
         self.models = models
         self.library = library
         self.cloner = cloner
+        self.default_voice = default_voice  # what a request that names no voice speaks in (DEFAULT_VOICE)
+
+    async def accepted_names(self) -> list[str]:
+        """Every voice name a request may give (`accepted_names`), as the earlier server's /health listed them. The
+        model is not loaded for it."""
+        try:  # /health asks this on every probe: no thread hop once the config has been read
+            config = self.models.known_config() or await asyncio.to_thread(self.models.config)
+        except TTSError:  # an unreadable checkpoint: /health says so elsewhere, the library's names still count
+            return accepted_names([], self.library)
+        return accepted_names(config.speakers, self.library)
 
     async def list_voices(self) -> list[dict]:
         """Presets, aliases and library voices, from the checkpoint's config: the model is not loaded for it."""
@@ -104,6 +145,7 @@ class VoiceService:
         return voices + [voice.public() for voice in self.library.list()]
 
     async def create_from_description(self, name: str, description: str | None, consent: str | None) -> StoredVoice:
+        check_name(name)
         if not (description or "").strip():
             raise InvalidInputError("a voice of type prompt needs `prompt`, a description of the voice", "prompt")
         return await asyncio.to_thread(self.library.add, name, description=description.strip(), consent=consent)
@@ -111,6 +153,7 @@ class VoiceService:
     async def create_from_sample(
         self, name: str, audio: bytes, ref_text: str | None, mode: str | None, consent: str | None
     ) -> StoredVoice:
+        check_name(name)
         prompt = await self.clone_prompt(audio, ref_text, mode, field="audio_sample")
         return await asyncio.to_thread(self.library.add, name, prompt, consent=consent)
 
