@@ -280,6 +280,7 @@ class Check:
         command = [sys.executable, "benchmarks/step_profile.py", "--model", str(model), "--device", self.plan.device]
         command += ["--dtype", self.plan.dtype, "--rows", *map(str, self.plan.profile_rows)]
         command += ["--steps", str(self.plan.profile_steps), "--out", str(json_path)]
+        json_path.unlink(missing_ok=True)
         status = self.run("e profile", command, self.plan.caps["e"])
         self._finish("e", json.loads(json_path.read_text()) if json_path.exists() else {"error": str(status)}, None)
 
