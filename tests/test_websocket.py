@@ -12,6 +12,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
+from qwen3_tts_server.service.realtime import LOOKAHEAD_CLAUSES
 from qwen3_tts_server.testing.live_server import live_server
 
 PCM_FRAME_BYTES = 1920 * 2  # 80 ms of 16-bit samples at 24 kHz
@@ -179,6 +180,30 @@ def test_a_client_that_leaves_mid_utterance_frees_its_engine_rows(server):
         return busy, await wait_idle(server)
 
     assert asyncio.run(scenario()) == (2, 0)
+
+
+def test_a_long_text_holds_a_few_engine_jobs_and_every_clause_plays(server):
+    """A clause's job starts once it is within LOOKAHEAD_CLAUSES of the one playing: a text of many clauses never
+    fills the engine's rows ahead of other requests (all six used to be queued at once), yet all are spoken."""
+    clauses = [f"Clause number {n} is here." for n in range(6)]
+
+    async def scenario():
+        async with connect(ws_url(server)) as ws:
+            await send(ws, type="session.update", seed=0)
+            await send(ws, type="input_text", text=" ".join(clauses))
+            messages = await receive_until(ws, "audio")
+            jobs = []
+            for _ in range(10):
+                jobs.append(await engine_jobs(server))
+                await asyncio.sleep(0.05)
+            return jobs, messages + await receive_until(ws, "done")
+
+    jobs, messages = asyncio.run(scenario())
+    assert 0 < max(jobs) <= 1 + LOOKAHEAD_CLAUSES, jobs
+    parts = segments(messages)
+    assert [(start["segment"], start["text"]) for start, _, _ in parts] == list(enumerate(clauses))
+    assert all(len(audio) == end["frames"] * PCM_FRAME_BYTES > 0 for _, audio, end in parts)
+    assert messages[-1]["segments"] == len(clauses)
 
 
 def test_bad_messages_get_error_events_and_the_connection_survives(server):

@@ -45,8 +45,8 @@ class Speech:
         self.requests: list = []
         speak = self.service.speak
 
-        async def recording(request, clone=None):
-            output = await speak(request, clone)
+        async def recording(request, clone=None, start=True):
+            output = await speak(request, clone, start)
             self.requests.append(request)
             self.outputs.append(output)
             return output

@@ -32,5 +32,8 @@ class CachedSpeech(SpeechOutput):
         self.finished = True
         return self.body
 
+    def start(self, continuation: bool = False) -> None:
+        """Nothing to make: the audio is stored."""
+
     async def aclose(self) -> None:
         """Nothing to give back: a replay holds no engine rows."""

@@ -1,6 +1,8 @@
 """Real-time speech over a WebSocket (docs/websocket.md): session config, text split into clauses as it arrives,
-one engine job per clause submitted as soon as the clause is known (the engine batches them), audio sent strictly
-in clause order, and barge-in.
+one engine job per clause, audio sent strictly in clause order, and barge-in. A clause is prepared (checked,
+normalised, tokenized) as soon as it is known; its engine job starts once it is at most `LOOKAHEAD_CLAUSES`
+ahead of the clause playing, so the engine batches the next clauses while one is heard, and a long text (or a
+client that stops reading) holds a few rows, never the engine's every row ahead of other requests.
 
 The connection's reader calls `handle` for each client message (or, for a protocol of its own such as Wyoming's,
 `update`, `append`, `commit` and `speak`) and never waits on generation; a sender task plays the queue of segments.
@@ -14,6 +16,7 @@ import asyncio
 import dataclasses
 import json
 import logging
+from collections import deque
 from collections.abc import Callable
 from contextlib import aclosing
 from dataclasses import dataclass, field
@@ -48,6 +51,7 @@ DEFAULT_CONFIG = {"voice": "alloy", "response_format": "pcm"}
 LEGACY_DONE = {"event": "done"}
 MAX_MESSAGE_TEXT = 4096
 _PROBE_TEXT = "probe"  # stands in for the text when a config is checked
+LOOKAHEAD_CLAUSES = 2  # clauses whose engine jobs run ahead of the one playing
 
 
 class ChannelClosed(Exception):
@@ -88,7 +92,9 @@ class Segment:
     utterance: Utterance
     number: int
     text: str
-    speech: SpeechOutput  # its engine job is already submitted
+    speech: SpeechOutput  # prepared; its engine job starts within LOOKAHEAD_CLAUSES of the clause playing
+    started: bool = False  # its engine job started (it counts in the session's `running`)
+    refused: TTSError | None = None  # the engine refused its job when it came within reach
 
 
 def error_event(exc: TTSError, legacy: bool = False) -> dict:
@@ -156,6 +162,8 @@ class RealtimeSession:
         self.utterance: Utterance | None = None  # the one taking text
         self.started = 0  # utterances so far
         self.queue: asyncio.Queue[Segment | Utterance] = asyncio.Queue()  # an Utterance marks its end
+        self.unstarted: deque[Segment] = deque()  # queued, their engine jobs not yet started
+        self.running = 0  # segments whose jobs have started and that have not finished playing
         self.send_lock = asyncio.Lock()  # the reader's events and the sender's audio share the socket
         self.sender: asyncio.Task | None = None
 
@@ -281,20 +289,44 @@ class RealtimeSession:
         await self._event({"type": "cancelled", "utterance": self.started - 1 if self.started else None})
 
     async def _submit(self, utterance: Utterance, text: str) -> None:
-        """Start the clause's engine job now; the sender plays it in turn. A refusal is reported at once."""
+        """Prepare the clause now, and start its engine job once it is within reach of the one playing; the sender
+        plays it in turn. A refusal met now (the text, a full queue for a job started at once) is reported at
+        once."""
         utterance.clauses += 1
         try:
-            speech = await self.speech.speak(self.parse(utterance.config, text))
+            speech = await self.speech.speak(self.parse(utterance.config, text), start=False)
+            start_now = self.running <= LOOKAHEAD_CLAUSES and not self.unstarted
+            if start_now:
+                self._start(speech, continuation=bool(utterance.segments))
         except TTSError as exc:
             await self._event(error_event(exc, utterance.legacy))
             return
-        segment = Segment(utterance, len(utterance.segments), text, speech)
+        segment = Segment(utterance, len(utterance.segments), text, speech, started=start_now)
         utterance.segments.append(segment)
+        if not start_now:
+            self.unstarted.append(segment)
         self.queue.put_nowait(segment)
         self.unplayed_text += len(text)
 
+    def _start(self, speech: SpeechOutput, continuation: bool) -> None:
+        """Start a clause's engine job; a later clause of an utterance under way is a continuation (never refused
+        for a full queue, admitted first), as a long HTTP request's next segment is."""
+        speech.start(continuation=continuation)
+        self.running += 1
+
+    def _start_within_reach(self) -> None:
+        """Start the jobs of the queued clauses that came within LOOKAHEAD_CLAUSES of the one playing."""
+        while self.unstarted and self.running <= LOOKAHEAD_CLAUSES:
+            segment = self.unstarted.popleft()
+            try:
+                self._start(segment.speech, continuation=segment.number > 0)
+                segment.started = True
+            except TTSError as exc:  # reported at its turn, in place of its audio
+                segment.refused = exc
+
     async def _stop(self) -> None:
         """Stop the sender, close every job not yet played and forget the text of the open utterance."""
+        self.unstarted.clear()  # first: the stopped sender starts none of them
         self.sender.cancel()
         await asyncio.wait([self.sender])
         error = None if self.sender.cancelled() else self.sender.exception()
@@ -304,6 +336,7 @@ class RealtimeSession:
             item = self.queue.get_nowait()
             if isinstance(item, Segment):
                 await item.speech.aclose()
+        self.running = 0
         self.unplayed_text = 0
         self.utterance = None
         self.splitter = IncrementalSegmenter()
@@ -327,6 +360,8 @@ class RealtimeSession:
             text = {"text": segment.text, "spoken_text": " ".join(part.text for part in spoken), "language": language}
             if not legacy:
                 await self._event({"type": "segment.start", **ids, **text})
+            if segment.refused is not None:
+                raise segment.refused
             async with aclosing(segment.speech.audio()) as audio:
                 async for data in audio:
                     async with self.send_lock:
@@ -338,6 +373,9 @@ class RealtimeSession:
         finally:
             self.unplayed_text -= len(segment.text)
             await segment.speech.aclose()  # cancelled before its audio began
+            if segment.started:
+                self.running -= 1
+                self._start_within_reach()
 
     async def _event(self, payload: dict) -> None:
         async with self.send_lock:

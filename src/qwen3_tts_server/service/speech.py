@@ -84,10 +84,13 @@ class SpeechService:
     def library(self) -> VoiceLibrary:
         return self.voices.library
 
-    async def speak(self, request: SynthesisRequest, clone: VoicePrompt | None = None) -> SpeechOutput:
+    async def speak(
+        self, request: SynthesisRequest, clone: VoicePrompt | None = None, start: bool = True
+    ) -> SpeechOutput:
         """The request's audio, with every error answered before any audio byte is sent. `clone` is an inline
         cloned voice; otherwise `request.voice` names the voice. Preparing runs in a worker thread: a
-        4096-character input must not hold up other streams."""
+        4096-character input must not hold up other streams. With `start` False the caller starts its engine
+        job (`SpeechOutput.start`) when it wants the audio made."""
         started = time.perf_counter()
         model = await self.models.get_async()
         prepared = await asyncio.to_thread(self._prepare, model, request, clone)
@@ -130,7 +133,8 @@ class SpeechService:
         )
         if prepared.cache_key is not None:
             stream.on_complete = lambda audio: self._store(prepared.cache_key, stream, audio)
-        stream.start()  # a full queue: 503 before any byte
+        if start:
+            stream.start()  # a full queue: 503 before any byte
         return stream
 
     async def clone_and_speak(

@@ -52,6 +52,11 @@ class SpeechOutput(ABC):
     finished: bool = False  # every byte was produced (False: the client left, or it failed)
 
     @abstractmethod
+    def start(self, continuation: bool = False) -> None:
+        """Start making the audio. `continuation`: it follows audio of the same listener already under way (never
+        refused for a full queue, admitted first)."""
+
+    @abstractmethod
     def audio(self) -> AsyncGenerator[bytes, None]:
         """The encoded audio, piece by piece as it is ready."""
 
@@ -130,10 +135,11 @@ class SpeechStream(SpeechOutput):
     _running: deque[JobStream] = field(default_factory=deque)
     _clock: RequestClock | None = None
 
-    def start(self) -> None:
+    def start(self, continuation: bool = False) -> None:
         """Submit the first segment's job; raises at once when the engine refuses it (a full queue)."""
         self._clock = RequestClock(self.timeout)
-        self._running.append(self.engine.submit(self.jobs[0], self._clock))
+        first = replace(self.jobs[0], continuation=True) if continuation else self.jobs[0]
+        self._running.append(self.engine.submit(first, self._clock))
 
     async def chunks(self) -> AsyncIterator[tuple[int, AudioChunk]]:
         """(segment, chunk) for every segment's chunks in order, the next segment submitted as this one starts."""
