@@ -15,6 +15,7 @@ from in_process import make_app, run_in_app
 from qwen3_tts_server.api.schemas import SpeechRequest
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.model_manager import ModelManager
+from qwen3_tts_server.engine.registry import ModelRegistry
 from qwen3_tts_server.service.cloning import VoiceCloner
 from qwen3_tts_server.service.speech import SpeechService
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
@@ -36,11 +37,13 @@ FRAME_CAP = 6  # frames per segment, so a long text stays quick with a random mo
 def long_speech(models, tmp_path_factory):
     """Chunks of the long text as (segment, chunk), the prepared stream, and the most engine rows it held."""
     model = models["custom_voice"]
-    engine = Engine(model, max_batch_size=4, max_frames_cap=FRAME_CAP).start()
+    manager = ModelManager.fixed(model)
+    registry = ModelRegistry.single("tiny", manager)
+    registry.attach_engines(lambda manager: Engine(manager, max_batch_size=4, max_frames_cap=FRAME_CAP))
+    engine = registry.default.engine.start()
     cache = PromptCache(4)
     library = VoiceLibrary(tmp_path_factory.mktemp("data"), cache)
-    manager = ModelManager.fixed(model)
-    service = SpeechService(engine, manager, VoiceService(manager, library, VoiceCloner(cache)))
+    service = SpeechService(registry, VoiceService(registry, library, VoiceCloner(cache)))
     body = SpeechRequest(input=LONG_TEXT, voice="vivian", response_format="pcm", seed=3)
 
     async def scenario():

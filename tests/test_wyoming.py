@@ -356,7 +356,7 @@ def test_an_unreadable_event_closes_only_its_connection(server):
 
 def test_zeroconf_advertises_the_port_unless_it_is_on_the_loopback(server):
     services = server.services
-    backend = WyomingBackend(services.speech, services.voices, services.models, parse_request, "tiny", 1000)
+    backend = WyomingBackend(services.speech, services.voices, services.registry, parse_request, "tiny", 1000)
 
     async def advertise(host: str) -> tuple[str | None, object]:
         from zeroconf.asyncio import AsyncZeroconf

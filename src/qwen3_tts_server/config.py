@@ -11,7 +11,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
-from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator
+from pydantic import AliasChoices, Field, SecretStr, ValidationError, ValidationInfo, field_validator, model_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from .errors import ConfigurationError
@@ -40,7 +40,16 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_file=".env", env_file_encoding="utf-8", extra="ignore", populate_by_name=True)
 
     # The model.
-    model_id: str = Field(DEFAULT_MODEL, description="checkpoint directory or hub id")
+    model_id: str = Field(DEFAULT_MODEL, description="checkpoint directory or hub id (the one-model form of MODELS)")
+    models: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="checkpoints hosted at once, comma-separated (or --model repeated); the first is MODEL_ID",
+    )
+    model_memory_budget: str | None = Field(
+        None,
+        description="bytes every loaded model may take together (suffix K, M, G), or auto: the GPU's free memory "
+        "or the available RAM at start, less a tenth; the least recently used idle model is unloaded for another",
+    )
     device: str = Field("auto", description="torch device: auto (cuda when present, else cpu), cpu, cuda, cuda:1")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU"
@@ -73,7 +82,10 @@ class Settings(BaseSettings):
     default_voice: str = Field(
         "vivian", min_length=1, description="the voice of a request that names none (the earlier server's default)"
     )
-    preload_model: bool = Field(False, description="load the model at start instead of on the first request")
+    preload_model: bool = Field(False, description="load every model at start instead of on its first request")
+    preload_models: Annotated[list[str], NoDecode] = Field(
+        default_factory=list, description="hosted models (ids) loaded at start, comma-separated"
+    )
     idle_timeout: float = Field(
         120.0, ge=0, description="seconds without work before the model (gateway: the worker) is unloaded; 0 never"
     )
@@ -182,7 +194,34 @@ class Settings(BaseSettings):
         """VAR= (or --flag "") unsets an optional setting, also over a value in .env."""
         return None if value == "" else value
 
-    @field_validator("api_keys", "cors_origins", mode="before")
+    @model_validator(mode="before")
+    @classmethod
+    def _repeated_model_flag(cls, values: Any) -> Any:
+        """--model given more than once hosts each (MODELS); once, it is MODEL_ID."""
+        if isinstance(values, dict) and isinstance(values.get("model_id"), list):
+            given = [part.strip() for item in values["model_id"] for part in item.split(",") if part.strip()]
+            values = {**values, "model_id": given[0] if given else DEFAULT_MODEL}
+            if len(given) > 1:
+                values["models"] = given
+        return values
+
+    @model_validator(mode="after")
+    def _first_model_is_model_id(self) -> Settings:
+        if self.models:
+            self.model_id = self.models[0]
+        return self
+
+    @field_validator("model_memory_budget", mode="before")
+    @classmethod
+    def _budget(cls, value: Any) -> Any:
+        if value in ("", None):
+            return None
+        text = str(value).strip().lower()
+        if text != "auto":
+            parse_bytes(text)
+        return text
+
+    @field_validator("api_keys", "cors_origins", "models", "preload_models", mode="before")
     @classmethod
     def _comma_separated(cls, value: Any) -> Any:
         """A,B from the environment or a flag; a list as it is."""
@@ -222,6 +261,15 @@ class Settings(BaseSettings):
         """Every key a request may carry (API_KEY and API_KEYS); empty: no key is required."""
         keys = ([self.api_key] if self.api_key is not None else []) + self.api_keys
         return [key.get_secret_value() for key in keys if key.get_secret_value()]
+
+    def hosted_models(self) -> list[str]:
+        """The checkpoints to host: MODELS, or MODEL_ID alone."""
+        return self.models or [self.model_id]
+
+    def memory_budget_bytes(self) -> int | None:
+        """MODEL_MEMORY_BUDGET in bytes; None when unset or auto (measured at start)."""
+        budget = self.model_memory_budget
+        return None if budget in (None, "auto") else parse_bytes(budget)
 
     def cpu_cores(self) -> set[int] | None:
         """The cores INFERENCE_CPU_CORES names; None: every core the process may use."""
@@ -292,6 +340,22 @@ def parse_cores(spec: str) -> set[int]:
     return cores
 
 
+def parse_bytes(text: str) -> int:
+    """A byte count: digits with an optional K, M, G or T suffix (powers of 1024; a trailing B or iB allowed)."""
+    cleaned = text.strip().lower().removesuffix("ib").removesuffix("b")
+    scale = 1
+    if cleaned[-1:] in "kmgt" and cleaned[-1:]:
+        scale = 1024 ** ("kmgt".index(cleaned[-1]) + 1)
+        cleaned = cleaned[:-1]
+    try:
+        amount = float(cleaned)
+    except ValueError:
+        raise ValueError(f"{text!r} is not a size like 8G, 512M or a number of bytes") from None
+    if amount <= 0:
+        raise ValueError(f"{text!r} is not a positive size")
+    return int(amount * scale)
+
+
 def env_name(field: str) -> str:
     return field.upper()
 
@@ -304,7 +368,9 @@ def add_flags(parser: argparse.ArgumentParser, fields: list[str] | None = None) 
             continue
         flags = ["--" + name.replace("_", "-"), *FLAG_ALIASES.get(name, [])]
         help_text = f"{info.description} (env {env_name(name)}; default {_shown_default(info.default)})"
-        if info.annotation is bool:
+        if name == "model_id":
+            parser.add_argument(*flags, dest=name, action="append", default=None, metavar="MODEL", help=help_text)
+        elif info.annotation is bool:
             parser.add_argument(*flags, dest=name, action=argparse.BooleanOptionalAction, default=None, help=help_text)
         else:
             parser.add_argument(*flags, dest=name, default=None, metavar=env_name(name), help=help_text)

@@ -138,6 +138,17 @@ class ModelUnavailableError(CheckpointError):
     code = "model_unavailable"
 
 
+class ModelWaitError(ModelUnavailableError):
+    """A model could not be loaded in time because the memory budget holds other models that are busy: 503 with
+    Retry-After: `retry_after`."""
+
+    code = "model_busy"
+
+    def __init__(self, message: str, retry_after: int):
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
 class EngineBusyError(TTSError):
     """The wait queue is full; the API answers 503 with Retry-After: `retry_after`, whole seconds until the
     queue has likely drained."""

@@ -151,7 +151,7 @@ class Qwen3TTSReplica:
         from .server import prepare_model
 
         # As `serve` prepares it: a checkpoint that cannot be found or a bad setting fails the replica's start.
-        app = create_app(self.settings, prepare_model(self.settings).models)
+        app = create_app(self.settings, prepare_model(self.settings).registry)
         app.add_middleware(ReplicaHeader, name=serve.get_replica_context().replica_id.unique_id)
         self.tts_app = app
         return app

@@ -15,6 +15,8 @@ import signal
 import socket
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -25,46 +27,75 @@ from .config import Settings, unsupported_variable_warnings
 from .gateway.listen import uvicorn_options
 
 if TYPE_CHECKING:
-    from .engine.model_manager import ModelManager
+    from .engine.registry import ModelRegistry
 
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
 class PreparedModel:
-    """The model a server will run, checked but not loaded (the app's lifespan and PRELOAD_MODEL decide when)."""
+    """The models a server will run, checked but not loaded (the app's lifespan and PRELOAD_MODEL decide when)."""
 
-    models: ModelManager
+    registry: ModelRegistry
     device: str
     dtype: str
     compiled: bool
 
 
 def prepare_model(settings: Settings) -> PreparedModel:
-    """The checkpoint found, the device, dtype and quantisation checked: a bad setting fails here, before a port
-    is bound."""
-    from .engine.model_manager import ModelManager
-    from .model.checkpoint import resolve_checkpoint
-    from .model.loading import parse_device, prepare_loading
+    """Every hosted checkpoint found, the device, dtype, quantisation and memory budget checked: a bad setting
+    fails here, before a port is bound."""
+    from .model.loading import parse_device
     from .model.quantization import parse_quantization
-    from .model.tts_model import Qwen3TTSModel
     from .service.voice_library import default_data_dir
 
-    resolve_checkpoint(settings.model_id)
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)
     parse_quantization(settings.quantize, parse_device(device))  # fp8 without CUDA fails here
     compile_step = settings.resolved_compile()
     if compile_step:  # inductor's compiled code kept beside the voice library, so that a restart reuses it
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((settings.data_dir or default_data_dir()) / "compiled"))
-    models = ModelManager(
-        lambda: Qwen3TTSModel.load(
-            settings.model_id, device=device, dtype=dtype, quantize=settings.quantize, compile=compile_step
-        ),
-        idle_timeout=settings.idle_timeout,
-        describe=lambda: prepare_loading(settings.model_id),
-    )
-    return PreparedModel(models, device, str(dtype), compile_step)
+    return PreparedModel(build_registry(settings, device, dtype, compile_step), device, str(dtype), compile_step)
+
+
+def build_registry(settings: Settings, device: str, dtype: str, compile_step: bool) -> ModelRegistry:
+    """A ModelManager for each checkpoint of MODELS (or MODEL_ID), each with the id of its hub id or directory
+    name; two entries naming one checkpoint host it once."""
+    from .engine.model_manager import ModelManager
+    from .engine.registry import HostedModel, ModelRegistry
+    from .model.checkpoint import resolve_checkpoint
+    from .model.footprint import free_memory_bytes
+    from .model.loading import parse_device, parse_dtype, prepare_loading
+    from .model.tts_model import Qwen3TTSModel
+
+    hosted: list[HostedModel] = []
+    for source in settings.hosted_models():
+        directory = resolve_checkpoint(source)
+        same = next((other for other in hosted if other.directory and other.directory.samefile(directory)), None)
+        if same is not None:
+            log.warning("MODELS names %s twice (as %s and %s): hosted once", directory, same.source, source)
+            continue
+        local = Path(source).expanduser().exists()
+        model_id = directory.name if local and len(settings.hosted_models()) > 1 else source
+        taken = {other.id for other in hosted}
+        model_id = next(
+            name for n in range(len(taken) + 1) if (name := f"{model_id}-{n + 1}" if n else model_id) not in taken
+        )
+        manager = ModelManager(
+            partial(
+                Qwen3TTSModel.load, source, device=device, dtype=dtype, quantize=settings.quantize, compile=compile_step
+            ),
+            idle_timeout=settings.idle_timeout,
+            describe=partial(prepare_loading, source),
+            before_load=partial(lambda model_id: registry.make_room(model_id), model_id),
+        )
+        hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
+    budget = settings.memory_budget_bytes()
+    if settings.model_memory_budget == "auto":
+        free = free_memory_bytes(parse_device(device))
+        budget = free - free // 10
+    registry = ModelRegistry(hosted, budget, wait_seconds=settings.request_timeout or 60.0)
+    return registry
 
 
 def serve(settings: Settings) -> int:
@@ -72,11 +103,11 @@ def serve(settings: Settings) -> int:
     from .logs import configure_logging
 
     log_config = configure_logging(settings.log_format, settings.log_level)
-    _set_process_title(f"qwen3-tts-server serve {settings.model_id}")
+    _set_process_title(f"qwen3-tts-server serve {','.join(settings.hosted_models())}")
     for warning in unsupported_variable_warnings():
         log.warning(warning)
     prepared = prepare_model(settings)
-    app = create_app(settings, prepared.models)
+    app = create_app(settings, prepared.registry)
     # uvicorn re-raises the SIGTERM / SIGINT it drained for once it has shut down; absorbed here, so that a
     # graceful stop exits 0 (as the gateway's does).
     for sig in (signal.SIGTERM, signal.SIGINT):
@@ -85,7 +116,7 @@ def serve(settings: Settings) -> int:
     scheme = "https" if settings.ssl_certfile else "http"
     log.info(
         "serving %s on %s over %s (%s, %s, quantize %s, compiled step %s)",
-        settings.model_id,
+        ", ".join(hosted.id for hosted in prepared.registry),
         where,
         scheme,
         prepared.device,
@@ -115,7 +146,7 @@ def serve_wyoming(settings: Settings) -> int:
     for warning in unsupported_variable_warnings():
         log.warning(warning)
     prepared = prepare_model(settings)
-    app = create_app(settings, prepared.models)
+    app = create_app(settings, prepared.registry)
 
     async def run() -> None:
         stop = asyncio.Event()

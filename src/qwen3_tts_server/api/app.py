@@ -13,6 +13,7 @@ from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..engine.placement import helper_thread_pool
+from ..engine.registry import ModelRegistry
 from ..http_contract import (
     CORS_EXPOSED_HEADERS,
     CORS_MAX_AGE,
@@ -38,29 +39,32 @@ from .limits import install_limits
 from .observability import InFlight, RequestObserver
 
 
-def create_app(settings: Settings, models: ModelManager) -> FastAPI:
-    """The app for `settings`, speaking with the model `models` supplies. The engine starts with the app
-    (with PRELOAD_MODEL: after loading the model) and stops with it; so does the Wyoming server (WYOMING_PORT),
-    whose port is then `app.state.wyoming_port`. When a graceful stop begins, the server calls each of
-    `app.state.on_drain`: the other listeners close too."""
+def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> FastAPI:
+    """The app for `settings`, speaking with the hosted models (a ModelManager: one, MODEL_ID). Their engines start
+    with the app (with PRELOAD_MODEL or PRELOAD_MODELS: after loading those models) and stop with it; so does the
+    Wyoming server (WYOMING_PORT), whose port is then `app.state.wyoming_port`. When a graceful stop begins, the
+    server calls each of `app.state.on_drain`: the other listeners close too."""
+    registry = models if isinstance(models, ModelRegistry) else ModelRegistry.single(settings.model_id, models)
     prompt_cache = PromptCache(settings.voice_cache_max)
     library = VoiceLibrary(settings.data_dir or default_data_dir(), prompt_cache)
     audio_cache = build_audio_cache(
         settings.audio_cache_max, settings.audio_cache_max_bytes, settings.redis_url, settings.audio_cache_ttl
     )
-    engine = Engine(
-        models,
-        max_batch_size=settings.max_batch_size,
-        max_queue_depth=settings.max_queue_depth,
-        max_frames_cap=settings.max_request_frames,
-        cpu_cores=settings.cpu_cores(),
-        stream_buffer_seconds=settings.stream_buffer_seconds,
-        cuda_graphs=settings.cuda_graphs,
+    registry.attach_engines(
+        lambda manager: Engine(
+            manager,
+            max_batch_size=settings.max_batch_size,
+            max_queue_depth=settings.max_queue_depth,
+            max_frames_cap=settings.max_request_frames,
+            cpu_cores=settings.cpu_cores(),
+            stream_buffer_seconds=settings.stream_buffer_seconds,
+            cuda_graphs=settings.cuda_graphs,
+        )
     )
-    voice_service = VoiceService(models, library, VoiceCloner(prompt_cache), settings.default_voice)
+    engine = registry.default.engine
+    voice_service = VoiceService(registry, library, VoiceCloner(prompt_cache), settings.default_voice)
     speech_service = SpeechService(
-        engine,
-        models,
+        registry,
         voice_service,
         settings.text_normalize,
         audio_cache,
@@ -79,15 +83,15 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         asyncio.get_running_loop().set_default_executor(helper_thread_pool())
         await asyncio.to_thread(warm_up_text_front_end)
-        await asyncio.to_thread(models.prepare)
-        await asyncio.to_thread(engine.start, settings.preload_model)
+        await asyncio.to_thread(registry.prepare)
+        await asyncio.to_thread(registry.start, settings.preload_model, settings.preload_models)
         try:
             async with AsyncExitStack() as wyoming:  # closed first: its connections' jobs end before the engine
                 if settings.wyoming_port is not None:
                     backend = WyomingBackend(
                         speech_service,
                         voice_service,
-                        models,
+                        registry,
                         realtime.parse_request,
                         settings.model_id,
                         settings.max_pending_text,
@@ -100,13 +104,15 @@ def create_app(settings: Settings, models: ModelManager) -> FastAPI:
         finally:
             # uvicorn has cancelled what outlasted the grace period: let it wind down and be logged.
             await in_flight.drained(within=5.0)
-            engine.stop()
+            registry.stop()
             if audio_cache is not None:
                 await audio_cache.close()
 
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
     app.state.on_drain = []
-    app.state.services = Services(settings, models, engine, speech_service, voice_service, metrics, audio_cache)
+    app.state.services = Services(
+        settings, registry, registry.default.manager, engine, speech_service, voice_service, metrics, audio_cache
+    )
     install_error_handlers(app)
     accepted_keys = settings.accepted_keys()
     if accepted_keys:

@@ -11,6 +11,7 @@ from starlette.requests import HTTPConnection
 from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
+from ..engine.registry import ModelRegistry
 from ..service.audio_cache import AudioCache
 from ..service.metrics import Metrics
 from ..service.speech import SpeechService
@@ -23,8 +24,9 @@ class Services:
     """Everything the app's routes use, built once by `create_app`."""
 
     settings: Settings
-    models: ModelManager
-    engine: Engine
+    registry: ModelRegistry
+    models: ModelManager  # the first hosted model's (MODEL_ID's): what the earlier server's keys speak of
+    engine: Engine  # its engine
     speech: SpeechService
     voices: VoiceService
     metrics: Metrics

@@ -7,27 +7,29 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
+from ..engine.registry import HostedModel
+from ..errors import TTSError
 from ..service.health import earlier_server_keys, health_report, loaded_model_id
+from ..service.routing import OPENAI_MODELS, route, short_name
 from .dependencies import ServicesDep
 
 router = APIRouter()
-MODEL_ALIASES = ("tts-1", "tts-1-hd", "gpt-4o-mini-tts")
 
 
 @router.get("/v1/models")
 async def list_models(services: ServicesDep) -> dict:
-    """From the checkpoint's config: the model is not loaded for it, nor kept from idling out."""
-    config = await asyncio.to_thread(services.models.config)
-    model_id = services.settings.model_id
-    base = {
-        "object": "model",
-        "created": 0,
-        "owned_by": "qwen3-tts-server",
-        "type": config.model_type,
-        "size": config.model_size,
-    }
-    entries = [{"id": model_id, **base}]
-    entries += [{"id": alias, **base, "alias_of": model_id} for alias in MODEL_ALIASES]
+    """Every hosted model, from its checkpoint's config (no model is loaded for it, nor kept from idling out), then
+    the OpenAI names with the model each resolves to for the default voice (`alias_of`; `routing.route`)."""
+    registry = services.registry
+    await asyncio.to_thread(registry.default.manager.config)  # an unreadable lone checkpoint answers its error
+    entries = [hosted_model_entry(hosted) for hosted in registry]
+    voice, library = services.voices.default_voice, services.voices.library
+    for name in OPENAI_MODELS:
+        try:
+            resolved = (await asyncio.to_thread(route, registry, library, name, voice)).id
+        except TTSError:  # no hosted model speaks the default voice: a request must name one
+            resolved = None
+        entries.append({**entries[0], "id": name, "alias_of": resolved})
     return {"object": "list", "data": entries}
 
 
@@ -39,6 +41,9 @@ async def health(services: ServicesDep) -> JSONResponse:
     models, engine, library = services.models, services.engine, services.voices.library
     earlier = earlier_server_keys(models, model_id, engine, voices, library, services.audio_cache)
     report = health_report(models, engine, library, services.audio_cache, earlier)
+    if len(services.registry) > 1:
+        report["models"] = {hosted.id: hosted_model_health(hosted) for hosted in services.registry}
+        report["shared"] = services.registry.shared()
     return JSONResponse(report, status_code=200 if services.engine.failure is None else 503)
 
 
@@ -60,11 +65,42 @@ async def ready(services: ServicesDep) -> JSONResponse:
     """Ready once started (a model that is not loaded loads on the first request), unless the engine thread has
     stopped or the last attempt to load the model failed; then 503 with the reason in `error`, and the load is
     tried again in the background (a checkpoint fixed in place makes the replica ready without a request)."""
-    models = services.models
-    error = services.engine.failure or models.last_error
-    if services.engine.failure is None and models.last_error is not None:
-        models.retry_failed_load()
-    body = {"ready": error is None, "model": models.state.value}
-    if error is not None:
-        body["error"] = error
-    return JSONResponse(body, status_code=200 if error is None else 503)
+    errors = {}
+    for hosted in services.registry:
+        models, engine = hosted.manager, hosted.engine
+        error = engine.failure or models.last_error
+        if engine.failure is None and models.last_error is not None:
+            models.retry_failed_load()
+        if error is not None:
+            errors[hosted.id] = error
+    body: dict[str, object] = {"ready": not errors, "model": services.models.state.value}
+    if len(services.registry) > 1:
+        body["models"] = {hosted.id: hosted.manager.state.value for hosted in services.registry}
+    if errors:
+        body["error"] = "; ".join(f"{model_id}: {error}" for model_id, error in errors.items())
+        if len(services.registry) == 1:
+            body["error"] = next(iter(errors.values()))
+    return JSONResponse(body, status_code=200 if not errors else 503)
+
+
+def hosted_model_entry(hosted: HostedModel) -> dict:
+    """A hosted model as /v1/models lists it: OpenAI's fields, then what it is and speaks."""
+    config = hosted.config or hosted.manager.known_config()
+    entry = {"id": hosted.id, "object": "model", "created": 0, "owned_by": "qwen3-tts-server", "kind": "tts"}
+    if config is not None:
+        entry |= {"type": config.model_type, "size": config.model_size, "short_name": short_name(hosted)}
+        entry |= {"languages": config.languages, "speakers": config.speakers}
+    return entry | {"state": hosted.manager.state.value}
+
+
+def hosted_model_health(hosted: HostedModel) -> dict:
+    engine, manager = hosted.engine, hosted.manager
+    return {
+        "state": manager.state.value,
+        "type": hosted.config.model_type if hosted.config else None,
+        "loads": manager.loads,
+        "error": engine.failure or manager.last_error,
+        "queue_depth": engine.waiting,
+        "active_streams": engine.active,
+        "footprint_bytes": hosted.footprint.own if hosted.footprint else None,
+    }

@@ -8,7 +8,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException
 
-from ..errors import EngineBusyError, TTSError, error_response_body, invalid_value
+from ..errors import EngineBusyError, ModelWaitError, TTSError, error_response_body, invalid_value
 from ..http_contract import error_document
 from .context import request_context
 
@@ -22,7 +22,7 @@ def install_error_handlers(app: FastAPI) -> None:
     async def tts_error(request: Request, exc: TTSError) -> JSONResponse:
         request_context(request).error_type = exc.code  # for the request log and the errors metric
         response = JSONResponse(error_response_body(exc), status_code=exc.status)
-        if isinstance(exc, EngineBusyError):
+        if isinstance(exc, EngineBusyError | ModelWaitError):
             response.headers["Retry-After"] = str(exc.retry_after)
         return response
 

@@ -102,6 +102,7 @@ class SpeechOptions(BaseModel):
         return SynthesisRequest(
             text=self.input,
             voice=voice,
+            model=self.model,
             language=self.language,
             instructions=self.instructions,
             response_format=self.format_name,

@@ -206,6 +206,7 @@ class Engine:
         self._stopping = False
         self._nudged = False  # woken since the engine thread last looked (a client took audio, ...)
         self._thread: threading.Thread | None = None
+        self._release: threading.Event | None = None  # set once the model asked to be unloaded is (`release`)
         # Told after every step, on the engine thread: (step seconds, codec decode seconds or None).
         self._step_listeners: list[StepListener] = []
 
@@ -235,6 +236,23 @@ class Engine:
     def add_step_listener(self, listener: StepListener) -> None:
         """Call `listener(step seconds, codec decode seconds or None)` after every step, on the engine thread."""
         self._step_listeners.append(listener)
+
+    def release(self, timeout: float) -> bool:
+        """Unload the model now if the engine has no work, as a memory budget makes room for another model;
+        whether it did within `timeout` seconds."""
+        with self._cv:
+            if self.models.loaded is None or self._thread is None:
+                return self.models.loaded is None
+            if self._interactive or self._batch or self._active:
+                return False
+            done = self._release = threading.Event()
+            self._cv.notify()
+        return done.wait(timeout) and self.models.loaded is None
+
+    @property
+    def idle(self) -> bool:
+        """No request waits or holds a row."""
+        return not (self._interactive or self._batch or self._active)
 
     def wake(self) -> None:
         with self._cv:
@@ -321,9 +339,14 @@ class Engine:
                 if self._stopping:
                     return
                 idle = not (self._interactive or self._batch or self.active)
-                if idle and not self._nudged:
+                release, self._release = self._release, None
+                if idle and release is None and not self._nudged:
                     self._wait_idle()
                 self._nudged = False
+            if release is not None:
+                if self.idle and self.models.unload():
+                    self.generator = None
+                release.set()
             if idle:
                 continue
             running = bool(self.active)

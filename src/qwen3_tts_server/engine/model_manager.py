@@ -23,7 +23,7 @@ from concurrent.futures import Future
 import numpy as np
 import torch
 
-from ..errors import CheckpointError, ModelUnavailableError, TTSError
+from ..errors import CheckpointError, ModelUnavailableError, ModelWaitError, TTSError
 from ..model.config import TTSConfig
 from ..model.prompt import SpeechInput
 from ..model.tts_model import Qwen3TTSModel
@@ -79,8 +79,10 @@ class ModelManager:
         idle_timeout: float = 0.0,
         warmup: Callable[[Qwen3TTSModel], object] | None = warm_up_model,
         describe: Callable[[], TTSConfig] | None = None,
+        before_load: Callable[[], None] | None = None,
     ):
         self._loader = loader
+        self._before_load = before_load  # makes room for the model (a memory budget); may raise ModelWaitError
         self._warmup = warmup
         self._describe = describe
         self.idle_timeout = idle_timeout  # seconds; 0 keeps the model loaded
@@ -173,11 +175,20 @@ class ModelManager:
         started = time.monotonic()
         use_torch_threads(len(os.sched_getaffinity(0)))  # nothing generates while the model loads: every core
         try:
+            if self._before_load is not None:
+                self._before_load()
             model = self._loader()
             if self._warmup is not None:
                 self._warmup(model)
             gc.collect()
             release_free_memory()  # the load's float32 and bfloat16 copies of what was quantised or cast
+        except ModelWaitError as exc:  # no room yet: nothing is wrong with the model, the next caller tries again
+            with self._lock:
+                self.state = ModelState.UNLOADED
+                self._loading = None
+            log.warning("the model was not loaded: %s", exc)
+            loading.set_exception(exc)
+            return
         except BaseException as exc:
             failed = time.monotonic()
             took = failed - started
@@ -220,6 +231,13 @@ class ModelManager:
         """Unload when idle past the timeout; the caller guarantees no work is in flight."""
         if not self.idle_timeout or self._model is None or self.idle_for() < self.idle_timeout:
             return False
+        if self.unload():
+            log.info("model unloaded after %.0f s idle", self.idle_timeout)
+            return True
+        return False
+
+    def unload(self) -> bool:
+        """Unload now (whether it did); the caller guarantees no work is in flight."""
         with self._lock:
             if self._model is None or self._loading is not None:
                 return False
@@ -230,5 +248,4 @@ class ModelManager:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
             self.state = ModelState.UNLOADED
-        log.info("model unloaded after %.0f s idle", self.idle_timeout)
         return True

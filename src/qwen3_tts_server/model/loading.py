@@ -13,8 +13,10 @@ from ..errors import ConfigurationError
 from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
 from .codec import SpeechTokenizer
 from .config import CodecDecoderConfig, CodecEncoderConfig, GenerationDefaults, TTSConfig
+from .footprint import file_digest
 from .layers import Embedding, fuse_projections
 from .quantization import decoder_linears, head_linears, parse_quantization, quantize_talker
+from .shared_parts import SHARED_PARTS, PartKey
 from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 from .talker import Talker
 from .text_tokenizer import TextTokenizer
@@ -109,7 +111,6 @@ def load_checkpoint(
     tokenizer = TextTokenizer.cached(directory)
     with torch.device("meta"):
         weights = TTSWeights(config)
-        speech_tokenizer = SpeechTokenizer(codec_config, encoder_config)
     load_weights(
         weights,
         directory / "model.safetensors",
@@ -119,16 +120,9 @@ def load_checkpoint(
         stored=_kept_as_stored(weights, dtype, quantization, device),
         mapped=_mapped_tables(weights, dtype),
     )
-    load_weights(
-        speech_tokenizer,
-        directory / "speech_tokenizer" / "model.safetensors",
-        device,
-        dtype,
-        prefixes=("decoder.", "encoder."),
-    )
-    for module in (weights, speech_tokenizer):
-        fuse_projections(module)
-        module.eval()
+    speech_tokenizer = _speech_tokenizer(directory, codec_config, encoder_config, device, dtype)
+    fuse_projections(weights)
+    weights.eval()
     failure = quantize_talker(weights.talker, quantization) if quantization is not None else None
     if failure is not None:
         quantization = None
@@ -147,6 +141,40 @@ def load_checkpoint(
         quantization,
         failure,
     )
+
+
+class _Part(nn.Module):
+    """One part of the speech tokenizer under its name, as the file's keys name it."""
+
+    def __init__(self, name: str, module: nn.Module):
+        super().__init__()
+        self.add_module(name, module)
+
+
+def _speech_tokenizer(
+    directory: Path,
+    codec_config: CodecDecoderConfig,
+    encoder_config: CodecEncoderConfig | None,
+    device: torch.device,
+    dtype: torch.dtype,
+) -> SpeechTokenizer:
+    """The speech tokenizer's decoder (and encoder, with its config), each shared with every loaded checkpoint
+    whose speech tokenizer file has the same bytes (`SHARED_PARTS`)."""
+    path = directory / "speech_tokenizer" / "model.safetensors"
+    digest = file_digest(path)
+    with torch.device("meta"):
+        tokenizer = SpeechTokenizer(codec_config, encoder_config)
+
+    def load(name: str) -> nn.Module:
+        part = _Part(name, getattr(tokenizer, name))
+        load_weights(part, path, device, dtype, prefixes=(f"{name}.",))
+        fuse_projections(part)
+        return getattr(part.eval(), name)
+
+    for name in ("decoder", "encoder") if encoder_config is not None else ("decoder",):
+        key = PartKey(digest, name, str(device), dtype)
+        setattr(tokenizer, name, SHARED_PARTS.get(key, lambda name=name: load(name)))
+    return tokenizer
 
 
 def _kept_as_stored(

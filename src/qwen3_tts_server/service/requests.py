@@ -33,6 +33,7 @@ class SamplingOverrides:
 class SynthesisRequest:
     text: str
     voice: str | None  # a preset, an OpenAI voice name or a library voice (id or name); None: the default voice
+    model: str | None = None  # a hosted model's id or short name, an OpenAI model name, or anything else (unspecified)
     language: str | None = None  # None: detected
     instructions: str | None = None
     response_format: str = "mp3"

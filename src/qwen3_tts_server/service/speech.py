@@ -11,9 +11,8 @@ from dataclasses import dataclass
 
 from ..audio.encoding import AudioFormat, StreamEncoder, audio_format
 from ..audio.tempo import Tempo
-from ..engine.engine import Engine
 from ..engine.jobs import DEFAULT_CHUNK_SCHEDULE, WHOLE_SEGMENT, SpeechJob
-from ..engine.model_manager import ModelManager
+from ..engine.registry import HostedModel, ModelRegistry
 from ..model.prompt import VoiceSpec
 from ..model.sampling import SamplingParams
 from ..model.tts_model import Qwen3TTSModel
@@ -22,6 +21,7 @@ from .audio_cache import AudioCache, CachedAudio, cache_key
 from .cached_speech import CachedSpeech
 from .preparation import PreparedText, prepare_text
 from .requests import SynthesisRequest
+from .routing import route
 from .speech_stream import SpeechOutput, SpeechStream
 from .voice_library import VoiceLibrary
 from .voices import VoiceService, resolve_voice
@@ -51,12 +51,11 @@ class _Prepared:
 
 
 class SpeechService:
-    """What every speech entry point shares: the engine, the model, voices and the output cache."""
+    """What every speech entry point shares: the hosted models and their engines, voices and the output cache."""
 
     def __init__(
         self,
-        engine: Engine,
-        models: ModelManager,
+        registry: ModelRegistry,
         voices: VoiceService,
         normalize_text: bool = True,
         audio_cache: AudioCache | None = None,
@@ -65,8 +64,7 @@ class SpeechService:
         stream_type: str = "token",
         token_chunks: tuple[int, ...] | None = None,
     ):
-        self.engine = engine
-        self.models = models
+        self.registry = registry
         self.voices = voices
         self.normalize_text = normalize_text  # the default for requests that do not say
         self.audio_cache = audio_cache
@@ -84,15 +82,30 @@ class SpeechService:
     def library(self) -> VoiceLibrary:
         return self.voices.library
 
+    async def route(self, request: SynthesisRequest, inline_clone: bool = False) -> HostedModel:
+        """The hosted model that serves `request` (`routing.route`)."""
+        if len(self.registry) == 1:
+            return self.registry.default
+        voice = request.voice or self.voices.default_voice
+        return await asyncio.to_thread(
+            route, self.registry, self.library, request.model, voice, request.instructions, inline_clone
+        )
+
     async def speak(
-        self, request: SynthesisRequest, clone: VoicePrompt | None = None, start: bool = True
+        self,
+        request: SynthesisRequest,
+        clone: VoicePrompt | None = None,
+        start: bool = True,
+        hosted: HostedModel | None = None,
     ) -> SpeechOutput:
         """The request's audio, with every error answered before any audio byte is sent. `clone` is an inline
-        cloned voice; otherwise `request.voice` names the voice. Preparing runs in a worker thread: a
-        4096-character input must not hold up other streams. With `start` False the caller starts its engine
-        job (`SpeechOutput.start`) when it wants the audio made."""
+        cloned voice; otherwise `request.voice` names the voice. `hosted` is the model that serves it (routed
+        from the request when None). Preparing runs in a worker thread: a 4096-character input must not hold up
+        other streams. With `start` False the caller starts its engine job (`SpeechOutput.start`) when it wants
+        the audio made."""
         started = time.perf_counter()
-        model = await self.models.get_async()
+        hosted = hosted or await self.route(request, inline_clone=clone is not None)
+        model = await hosted.manager.get_async()
         prepared = await asyncio.to_thread(self._prepare, model, request, clone)
         text, checked = prepared.text, prepared.checked
         model = checked.model
@@ -119,7 +132,7 @@ class SpeechService:
         stream = SpeechStream(
             **output,
             text_tokens=text.text_tokens,
-            engine=self.engine,
+            engine=hosted.engine,
             jobs=[
                 SpeechJob(
                     tokenized, params, interactive=request.interactive, chunk_schedule=self.chunk_schedule(request)
@@ -142,12 +155,13 @@ class SpeechService:
     ) -> SpeechOutput:
         """Speech in a voice cloned from inline reference audio (the upload `field`); the clone prompt is cached by
         content hash."""
-        clone = await self.voices.clone_prompt(audio, ref_text, mode, field=field)
-        return await self.speak(request, clone)
+        hosted = await self.route(request, inline_clone=True)
+        clone = await self.voices.clone_prompt(audio, ref_text, mode, field=field, hosted=hosted)
+        return await self.speak(request, clone, hosted=hosted)
 
     async def check(self, request: SynthesisRequest) -> int:
         """Check everything about a request but its text, as `speak` would; returns the output sample rate."""
-        model = await self.models.get_async()
+        model = await (await self.route(request)).manager.get_async()
         checked = await asyncio.to_thread(self._check, model, request, None)
         model.prompts.check_language(request.language)
         return checked.sample_rate

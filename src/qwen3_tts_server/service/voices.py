@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from ..engine.model_manager import ModelManager
+from ..engine.registry import HostedModel, ModelRegistry
 from ..errors import InvalidInputError, TTSError, UnknownVoiceError
 from ..model.prompt import VoiceSpec
 from ..model.tts_model import Qwen3TTSModel
@@ -118,8 +118,10 @@ def check_name(name: str) -> None:
 class VoiceService:
     """The voice library as the API offers it; file work and cloning run off the event loop."""
 
-    def __init__(self, models: ModelManager, library: VoiceLibrary, cloner: VoiceCloner, default_voice: str = "vivian"):
-        self.models = models
+    def __init__(
+        self, registry: ModelRegistry, library: VoiceLibrary, cloner: VoiceCloner, default_voice: str = "vivian"
+    ):
+        self.registry = registry
         self.library = library
         self.cloner = cloner
         self.default_voice = default_voice  # what a request that names no voice speaks in (DEFAULT_VOICE)
@@ -127,22 +129,45 @@ class VoiceService:
     async def accepted_names(self) -> list[str]:
         """Every voice name a request may give (`accepted_names`), as the earlier server's /health listed them. The
         model is not loaded for it."""
-        try:  # /health asks this on every probe: no thread hop once the config has been read
-            config = self.models.known_config() or await asyncio.to_thread(self.models.config)
-        except TTSError:  # an unreadable checkpoint: /health says so elsewhere, the library's names still count
-            return accepted_names([], self.library)
-        return accepted_names(config.speakers, self.library)
+        return accepted_names(await self._speakers(), self.library)
+
+    async def _speakers(self) -> list[str]:
+        """The preset speakers of every hosted model, from their configs (the models are not loaded for it)."""
+        speakers: list[str] = []
+        for hosted in self.registry:
+            manager = hosted.manager
+            try:  # /health asks this on every probe: no thread hop once the config has been read
+                config = manager.known_config() or await asyncio.to_thread(manager.config)
+            except TTSError:  # an unreadable checkpoint: /health says so elsewhere, the other names still count
+                continue
+            speakers += [name for name in config.speakers if name not in speakers]
+        return speakers
 
     async def list_voices(self) -> list[dict]:
-        """Presets, aliases and library voices, from the checkpoint's config: the model is not loaded for it."""
-        speakers = (await asyncio.to_thread(self.models.config)).speakers
+        """Presets, aliases and library voices, from the checkpoints' configs: no model is loaded for it. With
+        several hosted models, each voice says which speak it (`models`)."""
+        if len(self.registry) == 1:  # its config's errors answered as they always were
+            await asyncio.to_thread(self.registry.default.manager.config)
+        speakers = await self._speakers()
         voices = [{"id": name, "name": name, "type": "preset"} for name in speakers]
         voices += [
             {"id": alias, "name": alias, "type": "alias", "alias_of": target}
             for alias, target in sorted(preset_voices(speakers).items())
             if alias in OPENAI_VOICES
         ]
-        return voices + [voice.public() for voice in self.library.list()]
+        voices += [voice.public() for voice in self.library.list()]
+        if len(self.registry) > 1:
+            await asyncio.to_thread(self._name_models, voices)
+        return voices
+
+    def _name_models(self, voices: list[dict]) -> None:
+        from .routing import VoiceNeed, voice_need  # routing builds on this module
+
+        for voice in voices:
+            need = voice_need(self.registry, self.library, voice["id"], voice.get("prompt"), False)
+            if voice["type"] == "alias":
+                need = VoiceNeed("preset", speaker=voice["id"])
+            voice["models"] = [hosted.id for hosted in self.registry if need.spoken_by(hosted)]
 
     async def create_from_description(self, name: str, description: str | None, consent: str | None) -> StoredVoice:
         check_name(name)
@@ -157,8 +182,15 @@ class VoiceService:
         prompt = await self.clone_prompt(audio, ref_text, mode, field="audio_sample")
         return await asyncio.to_thread(self.library.add, name, prompt, consent=consent)
 
-    async def clone_prompt(self, audio: bytes, ref_text: str | None, mode: str | None, field: str) -> VoicePrompt:
-        model = await self.models.get_async()
+    async def clone_prompt(
+        self, audio: bytes, ref_text: str | None, mode: str | None, field: str, hosted: HostedModel | None = None
+    ) -> VoicePrompt:
+        """A clone prompt of `audio` made by `hosted`, or by the first hosted Base model (the first model when
+        none is: it answers that it cannot clone)."""
+        if hosted is None:
+            bases = [h for h in self.registry if h.config is not None and h.config.model_type == "base"]
+            hosted = bases[0] if bases else self.registry.default
+        model = await hosted.manager.get_async()
         return await self.cloner.prompt(model, audio, ref_text, mode, field=field)
 
     def get(self, voice_id: str) -> StoredVoice:

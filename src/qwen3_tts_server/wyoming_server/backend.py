@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..engine.model_manager import ModelManager
+from ..engine.registry import ModelRegistry
 from ..service.realtime import RequestParser
 from ..service.speech import SpeechService
 from ..service.voices import VoiceService
@@ -14,7 +14,7 @@ from ..service.voices import VoiceService
 class WyomingBackend:
     speech: SpeechService
     voices: VoiceService
-    models: ModelManager
+    registry: ModelRegistry  # the hosted models: each voice is spoken by the one the request routes to
     parse: RequestParser  # a config and a text validated as a POST /v1/audio/speech body (the API layer's)
     model_id: str
     max_pending_text: int  # characters a streamed synthesis may have waiting to be spoken (MAX_PENDING_TEXT)

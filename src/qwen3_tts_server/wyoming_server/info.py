@@ -18,17 +18,17 @@ KINDS = {"audio_sample": "cloned voice", "prompt": "designed voice"}
 
 
 async def describe(backend: WyomingBackend) -> Info:
-    """Presets, OpenAI aliases and library voices (GET /v1/audio/voices), each in every language of the model;
-    from the checkpoint's config: the model is not loaded for it."""
-    config = await asyncio.to_thread(backend.models.config)
-    languages = language_codes(config.languages)
-    spoken = SPOKEN.get(config.model_type, set())
+    """Presets, OpenAI aliases and library voices (GET /v1/audio/voices) of every hosted model, each in every
+    language of the models; from the checkpoints' configs: no model is loaded for it."""
+    configs = [await asyncio.to_thread(hosted.manager.config) for hosted in backend.registry]
+    languages = language_codes(list(dict.fromkeys(language for config in configs for language in config.languages)))
+    spoken = set().union(*(SPOKEN.get(config.model_type, set()) for config in configs))
     voices = [
         TtsVoice(
             name=voice["id"],
             description=_description(voice),
             attribution=ATTRIBUTION,
-            installed=voice["type"] in spoken,
+            installed=bool(voice["models"]) if "models" in voice else voice["type"] in spoken,
             version=None,
             languages=languages,
         )

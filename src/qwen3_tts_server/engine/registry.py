@@ -1,0 +1,223 @@
+"""The hosted models: each checkpoint a server hosts with its own lifecycle (`ModelManager`) and engine, and the
+memory budget they share. Loading a model that would not fit unloads the least recently used idle model first;
+with none idle the load waits for one, up to its wait, then fails with ModelWaitError (503, Retry-After). The
+speech tokenizer that checkpoints share byte for byte is loaded once (`model.shared_parts`) and counted once."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable, Collection, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import torch
+
+from ..errors import ConfigurationError, ModelWaitError
+from ..model.checkpoint import checkpoint_fingerprint
+from ..model.config import TTSConfig
+from ..model.footprint import file_digest, weight_bytes
+from .engine import MAX_RETRY_AFTER, Engine
+from .model_manager import ModelManager, ModelState
+
+log = logging.getLogger(__name__)
+RELEASE_SECONDS = 10.0  # the longest an idle model's engine is given to unload it
+
+
+@dataclass(frozen=True)
+class Footprint:
+    """What a model takes once loaded: its own weights, and the speech tokenizer parts it may share."""
+
+    own: int
+    codec: int
+    codec_digest: str
+
+    def cost(self, shared_digests: Collection[str]) -> int:
+        return self.own + (0 if self.codec_digest in shared_digests else self.codec)
+
+
+def checkpoint_footprint(directory: Path, config: TTSConfig, dtype: torch.dtype) -> Footprint:
+    codec_file = directory / "speech_tokenizer" / "model.safetensors"
+    parts = ("decoder.", "encoder.") if config.model_type == "base" else ("decoder.",)
+    own = weight_bytes(directory / "model.safetensors", dtype)
+    return Footprint(own, weight_bytes(codec_file, dtype, parts), file_digest(codec_file))
+
+
+@dataclass(eq=False)
+class HostedModel:
+    """One hosted checkpoint: `id` is its hub id or directory name; `directory`, `fingerprint` and `footprint` are
+    read at start (`ModelRegistry.prepare`)."""
+
+    id: str
+    source: str
+    manager: ModelManager
+    directory: Path | None = None
+    dtype: torch.dtype = torch.float32
+    attached: Engine | None = field(default=None, repr=False)  # the app attaches it (`attach_engines`)
+    fingerprint: str | None = None
+    footprint: Footprint | None = None
+    config: TTSConfig | None = field(default=None, repr=False)
+
+    @property
+    def engine(self) -> Engine:
+        if self.attached is None:
+            raise RuntimeError(f"no engine attached to {self.id}")
+        return self.attached
+
+    @property
+    def loaded(self) -> bool:
+        return self.manager.loaded is not None or self.manager.state is ModelState.LOADING
+
+
+class ModelRegistry:
+    def __init__(self, hosted: list[HostedModel], budget: int | None = None, wait_seconds: float = 60.0):
+        if not hosted:
+            raise ConfigurationError("no model to host")
+        self.hosted = hosted
+        self.budget = budget  # bytes every loaded model may take together; None: no limit
+        self.wait_seconds = wait_seconds  # how long a load waits for room before failing
+        self._lock = threading.Lock()  # one budget decision at a time
+
+    @classmethod
+    def single(cls, model_id: str, manager: ModelManager) -> ModelRegistry:
+        return cls([HostedModel(model_id, model_id, manager)])
+
+    def __iter__(self) -> Iterator[HostedModel]:
+        return iter(self.hosted)
+
+    def __len__(self) -> int:
+        return len(self.hosted)
+
+    @property
+    def default(self) -> HostedModel:
+        """The first hosted model: what the one-model settings (MODEL_ID) and the earlier server's keys speak of."""
+        return self.hosted[0]
+
+    def get(self, model_id: str) -> HostedModel | None:
+        return next((hosted for hosted in self.hosted if hosted.id == model_id), None)
+
+    def attach_engines(self, build: Callable[[ModelManager], Engine]) -> None:
+        for hosted in self.hosted:
+            hosted.attached = build(hosted.manager)
+
+    def engines(self) -> list[Engine]:
+        return [hosted.attached for hosted in self.hosted if hosted.attached is not None]
+
+    def start(self, preload_all: bool = False, preload: Collection[str] = ()) -> None:
+        """Start every engine; those of the models to preload (all, or the ids `preload` names) after loading."""
+        unknown = [model_id for model_id in preload if self.get(model_id) is None]
+        if unknown:
+            hosted = ", ".join(hosted.id for hosted in self.hosted)
+            raise ConfigurationError(f"PRELOAD_MODELS names {', '.join(unknown)}, not hosted (hosted: {hosted})")
+        preloaded = [hosted for hosted in self.hosted if preload_all or hosted.id in preload]
+        self.check_preload(preloaded)
+        for hosted in self.hosted:
+            hosted.engine.start(hosted in preloaded)
+
+    def stop(self) -> None:
+        for engine in self.engines():
+            engine.stop()
+
+    @property
+    def failure(self) -> str | None:
+        """Why an engine thread stopped, if one did (its model's requests are refused)."""
+        return next((engine.failure for engine in self.engines() if engine.failure is not None), None)
+
+    def prepare(self) -> None:
+        """Read every config and footprint (not the weights). Blocking."""
+        for hosted in self.hosted:
+            hosted.manager.prepare()
+            hosted.config = hosted.manager.known_config()
+            if hosted.directory is not None and hosted.config is not None:
+                hosted.fingerprint = checkpoint_fingerprint(hosted.directory)
+                hosted.footprint = checkpoint_footprint(hosted.directory, hosted.config, hosted.dtype)
+        self._check_budget()
+
+    def _check_budget(self) -> None:
+        sized = [hosted for hosted in self.hosted if hosted.footprint is not None]
+        if self.budget is None or not sized:
+            return
+        smallest = min(sized, key=lambda hosted: hosted.footprint.cost(()))
+        if smallest.footprint.cost(()) > self.budget:
+            raise ConfigurationError(
+                f"MODEL_MEMORY_BUDGET={self.budget} bytes holds no model: the smallest, {smallest.id}, takes "
+                f"{smallest.footprint.cost(()) / 2**20:.0f} MiB"
+            )
+
+    def check_preload(self, preloaded: list[HostedModel]) -> None:
+        """Refuse a PRELOAD_MODEL list that the budget cannot hold at once."""
+        if self.budget is None or any(hosted.footprint is None for hosted in preloaded):
+            return
+        digests: set[str] = set()
+        total = 0
+        for hosted in preloaded:
+            total += hosted.footprint.cost(digests)
+            digests.add(hosted.footprint.codec_digest)
+        if total > self.budget:
+            names = ", ".join(hosted.id for hosted in preloaded)
+            raise ConfigurationError(
+                f"PRELOAD_MODEL asks for {names}: {total / 2**20:.0f} MiB, over MODEL_MEMORY_BUDGET "
+                f"({self.budget / 2**20:.0f} MiB)"
+            )
+
+    def make_room(self, model_id: str) -> None:
+        """Before model `model_id` loads: unload least recently used idle models until it fits the budget; wait for
+        one to become idle, up to `wait_seconds`, when none is. Called on the loading thread."""
+        hosted = self.get(model_id)
+        if self.budget is None or hosted is None or hosted.footprint is None:
+            return
+        deadline = time.monotonic() + self.wait_seconds
+        while True:
+            with self._lock:
+                others = [other for other in self.hosted if other is not hosted and other.loaded]
+                digests = {other.footprint.codec_digest for other in others if other.footprint is not None}
+                used = sum(other.footprint.cost(()) for other in others if other.footprint is not None)
+                used -= self._shared_codec_bytes(others)
+                if used + hosted.footprint.cost(digests) <= self.budget:
+                    return
+                idle = [o for o in others if o.manager.loaded is not None and o.attached and o.attached.idle]
+            for victim in sorted(idle, key=lambda other: other.manager.last_used):
+                if victim.engine.release(RELEASE_SECONDS):
+                    log.info("unloaded %s to make room for %s (MODEL_MEMORY_BUDGET)", victim.id, hosted.id)
+                    break
+            else:
+                if time.monotonic() >= deadline:
+                    busy = [other.attached for other in others if other.attached is not None]
+                    retry = min((engine.retry_after() for engine in busy), default=MAX_RETRY_AFTER)
+                    raise ModelWaitError(
+                        f"model {hosted.id} does not fit MODEL_MEMORY_BUDGET beside "
+                        f"{', '.join(other.id for other in others)}, all busy; retry shortly",
+                        retry,
+                    )
+                time.sleep(0.05)
+
+    @staticmethod
+    def _shared_codec_bytes(models: list[HostedModel]) -> int:
+        """Bytes counted twice when each of `models` counts its speech tokenizer: every copy past the first."""
+        seen: set[str] = set()
+        repeated = 0
+        for other in models:
+            if other.footprint is None:
+                continue
+            if other.footprint.codec_digest in seen:
+                repeated += other.footprint.codec
+            seen.add(other.footprint.codec_digest)
+        return repeated
+
+    def shared(self) -> list[dict]:
+        """The speech tokenizers that several hosted models share (the same file bytes), loaded once."""
+        groups: dict[str, list[HostedModel]] = {}
+        for hosted in self.hosted:
+            if hosted.footprint is not None:
+                groups.setdefault(hosted.footprint.codec_digest, []).append(hosted)
+        return [
+            {
+                "part": "speech_tokenizer",
+                "sha256": digest,
+                "models": [hosted.id for hosted in group],
+                "loaded_by": [hosted.id for hosted in group if hosted.manager.loaded is not None],
+            }
+            for digest, group in groups.items()
+            if len(group) > 1
+        ]

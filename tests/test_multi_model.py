@@ -1,0 +1,152 @@
+"""Several checkpoints in one server (MODELS): each request goes to the model its `model` and voice route it to,
+the models load on their own, and /v1/models, /v1/audio/voices and /health say what is hosted."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+import wave
+from pathlib import Path
+
+import httpx
+import pytest
+import torch
+
+from parity_cases import write_reference
+from qwen3_tts_server.engine.model_manager import ModelManager
+from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry
+from qwen3_tts_server.errors import InvalidInputError, UnknownVoiceError
+from qwen3_tts_server.model.config import TTSConfig
+from qwen3_tts_server.model.loading import prepare_loading
+from qwen3_tts_server.service.routing import route
+from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
+
+ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
+
+
+def frames_of(body: bytes) -> int:
+    with wave.open(io.BytesIO(body)) as audio:
+        return audio.getnframes()
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict[str, Path]:
+    """The three types, their speech tokenizer files byte for byte alike, as the published checkpoints' are."""
+    root = tmp_path_factory.mktemp("hosted")
+    return {kind: make_test_model(root / kind, "tiny", kind) for kind in ("custom_voice", "base", "voice_design")}
+
+
+@pytest.fixture(scope="module")
+def server(checkpoints):
+    extra = ("--model", str(checkpoints["base"]), "--model", str(checkpoints["voice_design"]))
+    with live_process("serve", checkpoints["custom_voice"], *extra, env=ENV) as live:
+        yield live
+
+
+def states(live) -> dict[str, str]:
+    return {model_id: report["state"] for model_id, report in live.health()["models"].items()}
+
+
+def test_each_voice_goes_to_the_model_that_speaks_it(server, tmp_path):
+    cv, base, vd = "custom_voice", "base", "voice_design"  # the directories' names
+    assert states(server) == {cv: "unloaded", base: "unloaded", vd: "unloaded"}
+    with server.client(timeout=300) as http:
+        listed = {entry["id"]: entry for entry in http.get("/v1/models").json()["data"]}
+        assert {listed[cv]["type"], listed[base]["type"], listed[vd]["type"]} == {
+            "custom_voice",
+            "base",
+            "voice_design",
+        }
+        assert listed["tts-1"]["alias_of"] == cv  # the default voice is a preset speaker
+
+        # A preset speaker and an OpenAI voice, with a model name that names nothing hosted: the CustomVoice model.
+        for body in ({"input": "Hello.", "voice": "vivian"}, {"model": "kokoro", "input": "Hi.", "voice": "alloy"}):
+            answer = http.post("/v1/audio/speech", json={**body, "response_format": "wav", "seed": 1})
+            assert answer.status_code == 200, answer.text
+            assert frames_of(answer.content) > 0
+        assert states(server) == {cv: "ready", base: "unloaded", vd: "unloaded"}
+
+        # An inline clone: the Base model.
+        reference = write_reference(tmp_path, "ref_16k_mono.wav").read_bytes()
+        cloned = http.post(
+            "/v1/audio/speech/clone", data={"input": "Cloned.", "seed": "1"}, files={"file": ("r.wav", reference)}
+        )
+        assert cloned.status_code == 200, cloned.text
+        assert frames_of(cloned.content) > 0
+        assert states(server)[base] == "ready"
+
+        # A designed voice: the VoiceDesign model; its short name picks it too.
+        made = http.post("/v1/audio/voices", data={"name": "narrator", "type": "prompt", "prompt": "A calm voice."})
+        assert made.status_code in (200, 201), made.text
+        voice_id = made.json()["id"]
+        designed = http.post(
+            "/v1/audio/speech", json={"input": "Designed.", "voice": voice_id, "response_format": "wav"}
+        )
+        assert designed.status_code == 200, designed.text
+        assert states(server)[vd] == "ready"
+
+        voices = {voice["id"]: voice for voice in http.get("/v1/audio/voices").json()["data"]}
+        assert voices["vivian"]["models"] == [cv] and voices[voice_id]["models"] == [vd]
+        health = server.health()
+        assert health["shared"][0]["models"] == [cv, base, vd]  # one speech tokenizer file, loaded once
+
+        # A library voice no hosted model can speak as asked: a clear 400 naming what is hosted.
+        unknown = http.post("/v1/audio/speech", json={"input": "Hi.", "voice": "nobody_at_all"})
+        assert unknown.status_code == 400 and cv in unknown.json()["error"]["message"]
+
+
+def test_concurrent_streams_on_two_models_give_the_audio_they_give_alone(server, tmp_path):
+    reference = write_reference(tmp_path, "ref_16k_mono.wav").read_bytes()
+    preset = {"input": "Two models at once.", "voice": "ryan", "response_format": "wav", "seed": 5}
+    clone_form = {"input": "Two models at once.", "seed": "5"}
+
+    async def both(http: httpx.AsyncClient) -> list[bytes]:
+        answers = await asyncio.gather(
+            http.post("/v1/audio/speech", json=preset),
+            http.post("/v1/audio/speech/clone", data=clone_form, files={"file": ("r.wav", reference)}),
+        )
+        assert all(answer.status_code == 200 for answer in answers)
+        return [answer.content for answer in answers]
+
+    async def scenario():
+        async with httpx.AsyncClient(base_url=server.base, timeout=300) as http:
+            alone = [
+                (await http.post("/v1/audio/speech", json=preset)).content,
+                (
+                    await http.post("/v1/audio/speech/clone", data=clone_form, files={"file": ("r.wav", reference)})
+                ).content,
+            ]
+            return alone, await both(http)
+
+    alone, together = asyncio.run(scenario())
+    assert together == alone
+
+
+# -- routing, decided in one function --------------------------------------------------------------------------------
+
+
+def hosted(directory: Path, own: int) -> HostedModel:
+    config: TTSConfig = prepare_loading(directory)
+    entry = HostedModel(directory.name, str(directory), ModelManager(lambda: None), directory, torch.float32)
+    entry.config, entry.fingerprint, entry.footprint = config, directory.name, Footprint(own, 10, "codec")
+    return entry
+
+
+def test_openai_model_names_pick_the_smallest_or_largest_that_speaks_the_voice(tmp_path):
+    small = hosted(make_test_model(tmp_path / "cv-small", "tiny", "custom_voice"), own=100)
+    large = hosted(make_test_model(tmp_path / "cv-large", "tiny", "custom_voice", seed=3), own=900)
+    base = hosted(make_test_model(tmp_path / "base", "tiny", "base"), own=50)
+    registry = ModelRegistry([large, base, small])
+    library = VoiceLibrary(tmp_path / "library", PromptCache(2))
+    assert route(registry, library, "tts-1", "vivian") is small
+    assert route(registry, library, "tts-1-hd", "alloy") is large
+    assert route(registry, library, None, "vivian") is large  # unspecified: the first in MODELS that speaks it
+    assert route(registry, library, "qwen3-tts", "vivian") is large  # a name hosting nothing: unspecified
+    assert route(registry, library, "base", "vivian") is base  # a hosted id: that model, which answers for itself
+    assert route(registry, library, "tts-1", "x", inline_clone=True) is base
+    with pytest.raises(UnknownVoiceError):
+        route(registry, library, None, "nobody")
+    with pytest.raises(InvalidInputError, match="voices described in words"):
+        route(registry, library, None, "nobody", instructions="A deep voice.")
