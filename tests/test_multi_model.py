@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import time
 import wave
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import torch
 
 from parity_cases import write_reference
 from qwen3_tts_server.engine.model_manager import ModelManager
-from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry
+from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry, checkpoint_footprint
 from qwen3_tts_server.errors import InvalidInputError, UnknownVoiceError
 from qwen3_tts_server.model.config import TTSConfig
 from qwen3_tts_server.model.loading import prepare_loading
@@ -124,13 +125,56 @@ def test_concurrent_streams_on_two_models_give_the_audio_they_give_alone(server,
     assert together == alone
 
 
+def test_an_idle_model_unloads_alone_and_a_one_model_budget_alternates_them(checkpoints, tmp_path):
+    """IDLE_TIMEOUT unloads each model on its own (its engine thread ends with it), and a budget that holds one
+    model at a time unloads the idle one for the other: every request answered, concurrent ones too."""
+    costs = [
+        checkpoint_footprint(path, prepare_loading(path), torch.float32).cost()
+        for path in (checkpoints["custom_voice"], checkpoints["base"])
+    ]
+    env = {**ENV, "IDLE_TIMEOUT": "3", "MODEL_MEMORY_BUDGET": str(max(costs) + (1 << 20))}
+    reference = write_reference(tmp_path, "ref_16k_mono.wav").read_bytes()
+    preset = {"input": "One at a time.", "voice": "ryan", "response_format": "wav", "seed": 2}
+    clone = {"input": "One at a time.", "seed": "2"}
+    with live_process("serve", checkpoints["custom_voice"], "--model", str(checkpoints["base"]), env=env) as live:
+        with live.client(timeout=300) as http:
+            first = http.post("/v1/audio/speech", json=preset)
+            assert first.status_code == 200, first.text
+            assert states(live) == {"custom_voice": "ready", "base": "unloaded"}
+            for _ in range(2):
+                cloned = http.post("/v1/audio/speech/clone", data=clone, files={"file": ("r.wav", reference)})
+                assert cloned.status_code == 200, cloned.text
+                assert states(live) == {"custom_voice": "unloaded", "base": "ready"}
+                again = http.post("/v1/audio/speech", json=preset)
+                assert again.status_code == 200 and again.content == first.content
+                assert states(live) == {"custom_voice": "ready", "base": "unloaded"}
+
+        async def together() -> list[httpx.Response]:
+            async with httpx.AsyncClient(base_url=live.base, timeout=300) as http:
+                files = {"file": ("r.wav", reference)}
+                return await asyncio.gather(
+                    http.post("/v1/audio/speech", json=preset),
+                    http.post("/v1/audio/speech/clone", data=clone, files=files),
+                )
+
+        assert [answer.status_code for answer in asyncio.run(together())] == [200, 200]
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and any(state != "unloaded" for state in states(live).values()):
+            time.sleep(0.5)
+        report = live.health()["models"]
+        assert {model_id: (r["state"], r["engine_thread"]) for model_id, r in report.items()} == {
+            "custom_voice": ("unloaded", False),
+            "base": ("unloaded", False),
+        }
+
+
 # -- routing, decided in one function --------------------------------------------------------------------------------
 
 
 def hosted(directory: Path, own: int) -> HostedModel:
     config: TTSConfig = prepare_loading(directory)
     entry = HostedModel(directory.name, str(directory), ModelManager(lambda: None), directory, torch.float32)
-    entry.config, entry.fingerprint, entry.footprint = config, directory.name, Footprint(own, 10, "codec")
+    entry.config, entry.fingerprint, entry.footprint = config, directory.name, Footprint(own, "codec", {"decoder": 10})
     return entry
 
 

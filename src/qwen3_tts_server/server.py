@@ -16,7 +16,6 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -62,7 +61,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     """A ModelManager for each checkpoint of MODELS (or MODEL_ID), each with the id of its hub id or directory
     name; two entries naming one checkpoint host it once."""
     from .engine.model_manager import ModelManager
-    from .engine.registry import HostedModel, ModelRegistry
+    from .engine.registry import HostedModel, ModelRegistry, model_id_of
     from .model.checkpoint import resolve_checkpoint
     from .model.footprint import free_memory_bytes
     from .model.loading import parse_device, parse_dtype, prepare_loading
@@ -75,11 +74,11 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         if same is not None:
             log.warning("MODELS names %s twice (as %s and %s): hosted once", directory, same.source, source)
             continue
-        local = Path(source).expanduser().exists()
-        model_id = directory.name if local and len(settings.hosted_models()) > 1 else source
         taken = {other.id for other in hosted}
         model_id = next(
-            name for n in range(len(taken) + 1) if (name := f"{model_id}-{n + 1}" if n else model_id) not in taken
+            name
+            for n in range(len(taken) + 1)
+            if (name := f"{model_id_of(source)}-{n + 1}" if n else model_id_of(source)) not in taken
         )
         manager = ModelManager(
             partial(

@@ -102,5 +102,6 @@ def hosted_model_health(hosted: HostedModel) -> dict:
         "error": engine.failure or manager.last_error,
         "queue_depth": engine.waiting,
         "active_streams": engine.active,
+        "engine_thread": engine.thread_alive,
         "footprint_bytes": hosted.footprint.own if hosted.footprint else None,
     }

@@ -1,10 +1,11 @@
 """The engine thread: admission, continuous batching at frame boundaries, streaming chunks to asyncio.
 
-One thread owns the model. Each iteration it expires cancelled and timed-out jobs, pauses the rows whose
-client is `stream_buffer_seconds` of audio behind (and resumes those whose client caught up), admits waiting
-jobs into free rows (interactive first; at most `max_prefills_per_step` prefills, so a joining request holds
-running streams up for a bounded time), advances every other active row by one frame, and decodes the rows
-whose next chunk is complete, batched by chunk length, with the incremental codec. Results reach the
+One thread owns the model, and exists while the model is loaded or work waits for it: it starts when the model
+loads or a job arrives, and ends when the model unloads. Each iteration it expires cancelled and timed-out jobs,
+pauses the rows whose client is `stream_buffer_seconds` of audio behind (and resumes those whose client caught
+up), admits waiting jobs into free rows (interactive first; at most `max_prefills_per_step` prefills, so a joining
+request holds running streams up for a bounded time), advances every other active row by one frame, and decodes
+the rows whose next chunk is complete, batched by chunk length, with the incremental codec. Results reach the
 event loop through `call_soon_threadsafe`; nothing here ever blocks it.
 
 A fault fails only the requests it touched: a failed load or prefill its waiting request(s), a failed step
@@ -204,34 +205,54 @@ class Engine:
         self._active: dict[int, _Handle] = {}
         self._cv = threading.Condition()
         self._stopping = False
+        self._accepting = False  # started (`start`): a loaded model or a job starts the thread
         self._nudged = False  # woken since the engine thread last looked (a client took audio, ...)
         self._thread: threading.Thread | None = None
         self._release: threading.Event | None = None  # set once the model asked to be unloaded is (`release`)
         # Told after every step, on the engine thread: (step seconds, codec decode seconds or None).
         self._step_listeners: list[StepListener] = []
+        self.models.on_ready.append(self._model_loaded)
 
     # -- lifecycle -------------------------------------------------------------------------------------
 
     def start(self, preload: bool = False) -> Engine:
-        """Start the engine thread; `preload` loads and warms up the model and captures the frame step's graphs
-        first (else on first use)."""
+        """Take work from now on; `preload` loads and warms up the model and captures the frame step's graphs
+        first (else on first use). The thread starts with a loaded model or the first job."""
+        with self._cv:
+            self._stopping = False  # an engine stopped with its app starts again with it
+            self._accepting = True
+            self.failure = None
         if preload:
             self._ensure_generator(self.models.get())
         with self._cv:
-            self._stopping = False  # an engine stopped with its app starts again with it
-        if self._thread is None:
-            self.failure = None
-            self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
-            self._thread.start()
+            if self.models.loaded is not None or self.waiting:
+                self._spawn()
         return self
 
     def stop(self) -> None:
         with self._cv:
             self._stopping = True
+            self._accepting = False
             self._cv.notify()
-        if self._thread is not None:
-            self._thread.join()
+            thread = self._thread
+        if thread is not None:
+            thread.join()
+        with self._cv:
             self._thread = None
+
+    @property
+    def thread_alive(self) -> bool:
+        return self._thread is not None
+
+    def _model_loaded(self) -> None:
+        with self._cv:
+            self._spawn()
+
+    def _spawn(self) -> None:
+        """Start the engine thread unless it runs, the engine is not started, or it has failed (call under _cv)."""
+        if self._thread is None and self._accepting and not self._stopping and self.failure is None:
+            self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
+            self._thread.start()
 
     def add_step_listener(self, listener: StepListener) -> None:
         """Call `listener(step seconds, codec decode seconds or None)` after every step, on the engine thread."""
@@ -282,6 +303,7 @@ class Engine:
                 )
             else:
                 waiting.append(handle)
+            self._spawn()
             self._cv.notify()
         return JobStream(handle, self)
 
@@ -318,8 +340,8 @@ class Engine:
         try:
             pin_engine_thread(self.cpu_cores)
             with torch.inference_mode():
-                self._serve()
-                self._fail_everything(EngineStoppedError("the engine was shut down"))
+                if self._serve():
+                    self._fail_everything(EngineStoppedError("the engine was shut down"))
         except BaseException as exc:  # past every per-request guard: nothing can be served any more
             log.critical("the engine thread stopped", exc_info=exc)
             with self._cv:  # new requests are refused from here on
@@ -331,22 +353,26 @@ class Engine:
             self.generator = None  # its state is suspect; a restarted engine builds a new one
             self._fail_everything(EngineStoppedError(self._stopped_message()))
 
-    def _serve(self) -> None:
+    def _serve(self) -> bool:
+        """Serve until the engine stops (True) or its model unloads with no work left (False: the thread ends)."""
         while True:
             self._expire()
             self._apply_backpressure()
             with self._cv:
                 if self._stopping:
-                    return
+                    return True
                 idle = not (self._interactive or self._batch or self.active)
                 release, self._release = self._release, None
-                if idle and release is None and not self._nudged:
+                if release is not None:  # a memory budget makes room for another model
+                    if self.idle and self.models.unload():
+                        self.generator = None
+                    release.set()
+                elif idle and not self._nudged and self.models.loaded is not None:
                     self._wait_idle()
                 self._nudged = False
-            if release is not None:
-                if self.idle and self.models.unload():
-                    self.generator = None
-                release.set()
+                if self.models.loaded is None and self.idle:
+                    self._thread = None  # the next load or job starts another
+                    return False
             if idle:
                 continue
             running = bool(self.active)
@@ -403,7 +429,7 @@ class Engine:
             self._cv.wait(timeout=min((c for c in checks if c is not None), default=None))
             return
         models = self.models
-        if models.loaded is None or not models.idle_timeout:
+        if not models.idle_timeout:
             self._cv.wait()
             return
         remaining = models.idle_timeout - models.idle_for()

@@ -96,6 +96,7 @@ class ModelManager:
         self._failure: str | None = None  # what callers are told while a failed load is remembered
         self._retry_at = -math.inf  # monotonic time before which a failed load is not tried again
         self.last_used = time.monotonic()
+        self.on_ready: list[Callable[[], None]] = []  # called after each successful load, on the loading thread
 
     @classmethod
     def fixed(cls, model: Qwen3TTSModel) -> ModelManager:
@@ -219,6 +220,8 @@ class ModelManager:
             self._loading = None
         self.touch()
         log.info("model ready in %.2f s", time.monotonic() - started)
+        for listener in self.on_ready:
+            listener()
         loading.set_result(model)
 
     def touch(self) -> None:

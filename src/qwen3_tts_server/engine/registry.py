@@ -27,21 +27,34 @@ RELEASE_SECONDS = 10.0  # the longest an idle model's engine is given to unload 
 
 @dataclass(frozen=True)
 class Footprint:
-    """What a model takes once loaded: its own weights, and the speech tokenizer parts it may share."""
+    """What a model takes once loaded: its own weights, and the speech tokenizer parts (decoder; encoder for Base
+    models) it shares with every model whose speech tokenizer file has the same bytes."""
 
     own: int
-    codec: int
     codec_digest: str
+    codec_parts: dict[str, int]  # part -> bytes
 
-    def cost(self, shared_digests: Collection[str]) -> int:
-        return self.own + (0 if self.codec_digest in shared_digests else self.codec)
+    def shared_parts(self) -> set[tuple[str, str]]:
+        return {(self.codec_digest, part) for part in self.codec_parts}
+
+    def cost(self, loaded: Collection[tuple[str, str]] = ()) -> int:
+        """Bytes this model adds beside models holding the `loaded` parts."""
+        return self.own + sum(
+            size for part, size in self.codec_parts.items() if (self.codec_digest, part) not in loaded
+        )
 
 
 def checkpoint_footprint(directory: Path, config: TTSConfig, dtype: torch.dtype) -> Footprint:
     codec_file = directory / "speech_tokenizer" / "model.safetensors"
-    parts = ("decoder.", "encoder.") if config.model_type == "base" else ("decoder.",)
-    own = weight_bytes(directory / "model.safetensors", dtype)
-    return Footprint(own, weight_bytes(codec_file, dtype, parts), file_digest(codec_file))
+    parts = ("decoder", "encoder") if config.model_type == "base" else ("decoder",)
+    sizes = {part: weight_bytes(codec_file, dtype, (f"{part}.",)) for part in parts}
+    return Footprint(weight_bytes(directory / "model.safetensors", dtype), file_digest(codec_file), sizes)
+
+
+def model_id_of(source: str) -> str:
+    """A hosted model's id: a local checkpoint's directory name, or the hub id as given."""
+    path = Path(source).expanduser()
+    return path.resolve().name if path.exists() else source
 
 
 @dataclass(eq=False)
@@ -80,8 +93,8 @@ class ModelRegistry:
         self._lock = threading.Lock()  # one budget decision at a time
 
     @classmethod
-    def single(cls, model_id: str, manager: ModelManager) -> ModelRegistry:
-        return cls([HostedModel(model_id, model_id, manager)])
+    def single(cls, source: str, manager: ModelManager) -> ModelRegistry:
+        return cls([HostedModel(model_id_of(source), source, manager)])
 
     def __iter__(self) -> Iterator[HostedModel]:
         return iter(self.hosted)
@@ -138,22 +151,18 @@ class ModelRegistry:
         sized = [hosted for hosted in self.hosted if hosted.footprint is not None]
         if self.budget is None or not sized:
             return
-        smallest = min(sized, key=lambda hosted: hosted.footprint.cost(()))
-        if smallest.footprint.cost(()) > self.budget:
+        smallest = min(sized, key=lambda hosted: hosted.footprint.cost())
+        if smallest.footprint.cost() > self.budget:
             raise ConfigurationError(
                 f"MODEL_MEMORY_BUDGET={self.budget} bytes holds no model: the smallest, {smallest.id}, takes "
-                f"{smallest.footprint.cost(()) / 2**20:.0f} MiB"
+                f"{smallest.footprint.cost() / 2**20:.0f} MiB"
             )
 
     def check_preload(self, preloaded: list[HostedModel]) -> None:
         """Refuse a PRELOAD_MODEL list that the budget cannot hold at once."""
         if self.budget is None or any(hosted.footprint is None for hosted in preloaded):
             return
-        digests: set[str] = set()
-        total = 0
-        for hosted in preloaded:
-            total += hosted.footprint.cost(digests)
-            digests.add(hosted.footprint.codec_digest)
+        total, _ = self._usage(preloaded)
         if total > self.budget:
             names = ", ".join(hosted.id for hosted in preloaded)
             raise ConfigurationError(
@@ -171,10 +180,8 @@ class ModelRegistry:
         while True:
             with self._lock:
                 others = [other for other in self.hosted if other is not hosted and other.loaded]
-                digests = {other.footprint.codec_digest for other in others if other.footprint is not None}
-                used = sum(other.footprint.cost(()) for other in others if other.footprint is not None)
-                used -= self._shared_codec_bytes(others)
-                if used + hosted.footprint.cost(digests) <= self.budget:
+                used, loaded = self._usage(others)
+                if used + hosted.footprint.cost(loaded) <= self.budget:
                     return
                 idle = [o for o in others if o.manager.loaded is not None and o.attached and o.attached.idle]
             for victim in sorted(idle, key=lambda other: other.manager.last_used):
@@ -193,17 +200,14 @@ class ModelRegistry:
                 time.sleep(0.05)
 
     @staticmethod
-    def _shared_codec_bytes(models: list[HostedModel]) -> int:
-        """Bytes counted twice when each of `models` counts its speech tokenizer: every copy past the first."""
-        seen: set[str] = set()
-        repeated = 0
+    def _usage(models: list[HostedModel]) -> tuple[int, set[tuple[str, str]]]:
+        """The bytes `models` take together, each shared part once, and the shared parts they hold."""
+        used, loaded = 0, set()
         for other in models:
-            if other.footprint is None:
-                continue
-            if other.footprint.codec_digest in seen:
-                repeated += other.footprint.codec
-            seen.add(other.footprint.codec_digest)
-        return repeated
+            if other.footprint is not None:
+                used += other.footprint.cost(loaded)
+                loaded |= other.footprint.shared_parts()
+        return used, loaded
 
     def shared(self) -> list[dict]:
         """The speech tokenizers that several hosted models share (the same file bytes), loaded once."""
