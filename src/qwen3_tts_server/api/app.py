@@ -76,7 +76,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     caches = {"voice": lambda: CacheCounts(prompt_cache.hits, prompt_cache.misses, prompt_cache.evictions)}
     if audio_cache is not None:
         caches["audio"] = lambda: CacheCounts(audio_cache.hits, audio_cache.misses, audio_cache.evictions)
-    metrics = Metrics(engine, caches)
+    metrics = Metrics(registry, caches)
     in_flight = InFlight()
 
     @asynccontextmanager

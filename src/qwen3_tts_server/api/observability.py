@@ -174,6 +174,7 @@ class RequestObserver:
             outcome.error_type = f"http_{status}"
         if speech is not None:
             fields.update(
+                model=speech.model,
                 voice=context.voice,
                 language=",".join(speech.languages),
                 format=context.format,
@@ -188,6 +189,7 @@ class RequestObserver:
                 total_ms=round(1000 * (speech.total_seconds if completed else seconds), 1),
             )
             outcome.format = context.format or ""
+            outcome.model = speech.model
             outcome.first_audio = speech.first_audio
             outcome.queue = speech.queue_seconds
             outcome.encode = speech.encode_seconds

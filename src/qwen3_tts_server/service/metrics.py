@@ -1,19 +1,20 @@
 """Prometheus metrics, one registry per app. Counters and histograms are observed as requests finish and as
 the engine steps; gauges (queue, streams, model state, memory, caches) are read from their owners at scrape
-time. Labels stay bounded: routes are route templates, formats and error types come from fixed sets; no
-label ever carries text or a voice id."""
+time. Labels stay bounded: routes are route templates, formats and error types come from fixed sets, `model` is
+a hosted model's id (empty for requests that speak nothing); no label ever carries text or a voice id."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from ..engine.engine import Engine
 from ..engine.model_manager import ModelState
+from ..engine.registry import ModelRegistry
 from .health import gpu_memory
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
@@ -37,6 +38,7 @@ class RequestOutcome:
     route: str
     status: int
     format: str = ""
+    model: str = ""  # the hosted model that spoke it
     first_audio: float | None = None
     total: float | None = None  # None: the client went away before the end
     queue: float = 0.0
@@ -47,13 +49,16 @@ class RequestOutcome:
 
 
 class Metrics:
-    def __init__(self, engine: Engine, caches: Mapping[str, Callable[[], CacheCounts | None]]):
+    def __init__(self, models: ModelRegistry, caches: Mapping[str, Callable[[], CacheCounts | None]]):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        self.registry.register(_LiveState(engine, caches))
+        self.registry.register(_LiveState(models, caches))
         r = self.registry
         self.requests = Counter(
-            "qwen3_tts_requests", "HTTP requests by route, format and status", ["route", "format", "status"], registry=r
+            "qwen3_tts_requests",
+            "HTTP requests by route, format, status and model",
+            ["route", "format", "status", "model"],
+            registry=r,
         )
         self.websocket_sessions = Counter("qwen3_tts_websocket_sessions", "WebSocket sessions closed", registry=r)
         self.errors = Counter("qwen3_tts_errors", "Failed requests by error type", ["type"], registry=r)
@@ -61,7 +66,7 @@ class Metrics:
         self.first_audio = Histogram(
             "qwen3_tts_time_to_first_audio_seconds",
             "From the request to its first audio bytes",
-            ["route"],
+            ["route", "model"],
             buckets=LATENCY_BUCKETS,
             registry=r,
         )
@@ -76,10 +81,18 @@ class Metrics:
             "qwen3_tts_queue_wait_seconds", "Wait for an engine row", buckets=LATENCY_BUCKETS, registry=r
         )
         self.engine_step = Histogram(
-            "qwen3_tts_engine_step_seconds", "One frame for every active row", buckets=STEP_BUCKETS, registry=r
+            "qwen3_tts_engine_step_seconds",
+            "One frame for every active row",
+            ["model"],
+            buckets=STEP_BUCKETS,
+            registry=r,
         )
         self.codec_decode = Histogram(
-            "qwen3_tts_codec_decode_seconds", "Incremental codec decode per step", buckets=STEP_BUCKETS, registry=r
+            "qwen3_tts_codec_decode_seconds",
+            "Incremental codec decode per step",
+            ["model"],
+            buckets=STEP_BUCKETS,
+            registry=r,
         )
         self.encode = Histogram(
             "qwen3_tts_encode_seconds", "Speed change and encoding per request", ["format"], buckets=STEP_BUCKETS,
@@ -91,20 +104,21 @@ class Metrics:
             buckets=RTF_BUCKETS,
             registry=r,
         )
-        engine.add_step_listener(self.observe_step)
+        for hosted in models:
+            hosted.engine.add_step_listener(partial(self.observe_step, hosted.id))
 
-    def observe_step(self, step_seconds: float, decode_seconds: float | None) -> None:
-        """Called from the engine thread after each step (decode: None when no chunk was due)."""
-        self.engine_step.observe(step_seconds)
+    def observe_step(self, model: str, step_seconds: float, decode_seconds: float | None) -> None:
+        """Called from model `model`'s engine thread after each step (decode: None when no chunk was due)."""
+        self.engine_step.labels(model).observe(step_seconds)
         if decode_seconds is not None:
-            self.codec_decode.observe(decode_seconds)
+            self.codec_decode.labels(model).observe(decode_seconds)
 
     def observe_request(self, outcome: RequestOutcome) -> None:
-        self.requests.labels(outcome.route, outcome.format, str(outcome.status)).inc()
+        self.requests.labels(outcome.route, outcome.format, str(outcome.status), outcome.model).inc()
         if outcome.error_type is not None:
             self.errors.labels(outcome.error_type).inc()
         if outcome.first_audio is not None:
-            self.first_audio.labels(outcome.route).observe(outcome.first_audio)
+            self.first_audio.labels(outcome.route, outcome.model).observe(outcome.first_audio)
         if outcome.total is not None:
             self.duration.labels(outcome.route).observe(outcome.total)
         if outcome.audio_seconds > 0:
@@ -120,31 +134,40 @@ class Metrics:
 
 
 class _LiveState(Collector):
-    """Gauges read at scrape time, and the caches' counters."""
+    """Gauges read at scrape time, by hosted model, and the caches' counters."""
 
-    def __init__(self, engine: Engine, caches: Mapping[str, Callable[[], CacheCounts | None]]):
-        self._engine = engine
+    def __init__(self, models: ModelRegistry, caches: Mapping[str, Callable[[], CacheCounts | None]]):
+        self._models = models
         self._caches = caches
 
     def collect(self) -> Iterator:
-        engine = self._engine
-        yield GaugeMetricFamily("qwen3_tts_queue_depth", "Requests waiting for an engine row", value=engine.waiting)
-        yield GaugeMetricFamily(
-            "qwen3_tts_active_streams", "Requests whose engine rows step (paused ones not counted)", value=engine.active
-        )
-        yield GaugeMetricFamily(
-            "qwen3_tts_paused_streams",
-            "Requests whose engine rows wait for their client to take the audio they hold (backpressure)",
-            value=engine.paused,
-        )
-        yield GaugeMetricFamily(
-            "qwen3_tts_batch_occupancy", "Active rows over the batch size", value=engine.active / engine.max_batch_size
-        )
-        state = GaugeMetricFamily("qwen3_tts_model_state", "1 for the model's current state", labels=["state"])
-        for candidate in ModelState:
-            state.add_metric([candidate.value], float(engine.models.state is candidate))
+        gauges = {
+            "queue_depth": "Requests waiting for an engine row",
+            "active_streams": "Requests whose engine rows step (paused ones not counted)",
+            "paused_streams": "Requests whose engine rows wait for their client to take the audio they hold "
+            "(backpressure)",
+            "batch_occupancy": "Active rows over the batch size",
+        }
+        families = {
+            name: GaugeMetricFamily(f"qwen3_tts_{name}", text, labels=["model"]) for name, text in gauges.items()
+        }
+        state = GaugeMetricFamily("qwen3_tts_model_state", "1 for the model's current state", labels=["model", "state"])
+        for hosted in self._models:
+            engine = hosted.engine
+            values = {
+                "queue_depth": engine.waiting,
+                "active_streams": engine.active,
+                "paused_streams": engine.paused,
+                "batch_occupancy": engine.active / engine.max_batch_size,
+            }
+            for name, family in families.items():
+                family.add_metric([hosted.id], values[name])
+            for candidate in ModelState:
+                state.add_metric([hosted.id, candidate.value], float(hosted.manager.state is candidate))
+        yield from families.values()
         yield state
-        memory = gpu_memory(engine.models.loaded)
+        loaded = next((hosted.manager.loaded for hosted in self._models if hosted.manager.loaded is not None), None)
+        memory = gpu_memory(loaded)
         if memory is not None:
             allocated, reserved = memory
             yield GaugeMetricFamily("qwen3_tts_gpu_memory_allocated_bytes", "GPU memory in tensors", value=allocated)

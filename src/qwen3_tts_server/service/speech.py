@@ -115,6 +115,7 @@ class SpeechService:
             sample_rate=checked.sample_rate,
             frame_seconds=model.frames_to_seconds(1),
             started=started,
+            model=hosted.id,
         )
         if prepared.cache_key is not None:
             entry = await self.audio_cache.get(prepared.cache_key)

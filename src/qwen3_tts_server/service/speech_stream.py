@@ -41,6 +41,7 @@ class SpeechOutput(ABC):
     frame_seconds: float  # the model's frame duration
     text_tokens: int
     cache: str = "off"  # the output cache: "hit", "miss" (stored once complete) or "off"
+    model: str = ""  # the id of the hosted model that speaks it
     started: float = field(default_factory=time.perf_counter)
     frames: int = 0
     cut_segments: list[int] = field(default_factory=list)  # segments that reached their frame budget
