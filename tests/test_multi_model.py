@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 import io
+import logging
+import shutil
 import time
 import wave
 from pathlib import Path
@@ -14,11 +16,13 @@ import pytest
 import torch
 
 from parity_cases import write_reference
+from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry, checkpoint_footprint
-from qwen3_tts_server.errors import InvalidInputError, UnknownVoiceError
+from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnknownVoiceError
 from qwen3_tts_server.model.config import TTSConfig
 from qwen3_tts_server.model.loading import prepare_loading
+from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.routing import route
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
 from qwen3_tts_server.testing.live_server import live_process
@@ -194,3 +198,31 @@ def test_openai_model_names_pick_the_smallest_or_largest_that_speaks_the_voice(t
         route(registry, library, None, "nobody")
     with pytest.raises(InvalidInputError, match="voices described in words"):
         route(registry, library, None, "nobody", instructions="A deep voice.")
+
+
+# -- bad settings, refused at start ----------------------------------------------------------------------------------
+
+
+def registry_of(*sources: Path | str, **settings) -> ModelRegistry:
+    config = Settings.load(models=",".join(map(str, sources)), device="cpu", **settings)
+    return build_registry(config, "cpu", "float32", False)
+
+
+def test_bad_model_lists_are_refused_at_start_naming_the_checkpoint(checkpoints, tmp_path, caplog):
+    cv = checkpoints["custom_voice"]
+    with pytest.raises(CheckpointError, match="nowhere"):
+        registry_of(cv, tmp_path / "nowhere")
+    stranger = tmp_path / "stranger"
+    shutil.copytree(cv, stranger)
+    (stranger / "config.json").write_text('{"model_type": "whisper"}')
+    with pytest.raises(ConfigurationError, match="stranger"):
+        registry_of(cv, stranger).prepare()
+    with caplog.at_level(logging.WARNING):
+        twice = registry_of(cv, str(cv) + "/", checkpoints["base"])
+    assert [hosted.id for hosted in twice] == ["custom_voice", "base"] and "twice" in caplog.text
+    with pytest.raises(ConfigurationError, match="holds no model"):
+        registry_of(cv, checkpoints["base"], model_memory_budget="1M").prepare()
+    small = registry_of(cv, checkpoints["base"], model_memory_budget="60M")
+    small.prepare()
+    with pytest.raises(ConfigurationError, match="PRELOAD_MODEL"):
+        small.check_preload(list(small))

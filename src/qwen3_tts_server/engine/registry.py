@@ -142,6 +142,8 @@ class ModelRegistry:
         for hosted in self.hosted:
             hosted.manager.prepare()
             hosted.config = hosted.manager.known_config()
+            if hosted.config is None and len(self.hosted) > 1:  # one model alone starts and says why on /ready
+                raise ConfigurationError(f"MODELS: {hosted.source} cannot be hosted: {hosted.manager.last_error}")
             if hosted.directory is not None and hosted.config is not None:
                 hosted.fingerprint = checkpoint_fingerprint(hosted.directory)
                 hosted.footprint = checkpoint_footprint(hosted.directory, hosted.config, hosted.dtype)
