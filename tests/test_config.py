@@ -12,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from qwen3_tts_server.cli import build_parser
-from qwen3_tts_server.config import UNSUPPORTED_VARIABLES, Settings, from_args, unsupported_variable_warnings
+from qwen3_tts_server.config import (
+    DEFAULT_MODEL,
+    UNSUPPORTED_VARIABLES,
+    Settings,
+    from_args,
+    unsupported_variable_warnings,
+)
 from qwen3_tts_server.errors import ConfigurationError
 
 SEED_NAMES = [
@@ -97,8 +103,10 @@ def test_config_command_masks_the_key_and_prints_every_setting(tmp_path):
     env = {"API_KEY": "sk-very-secret", "IDLE_TIMEOUT": "30", "GATEWAY_MODE": "true"}
     lines = run_cli("config", "--max-batch-size", "8", env=env, cwd=tmp_path)
     assert lines.returncode == 0, lines.stderr
-    printed = dict(line.split("=", 1) for line in lines.stdout.splitlines())
+    printed = dict(line.split("=", 1) for line in lines.stdout.splitlines() if not line.startswith("#"))
     assert set(printed) == set(Settings().effective())
+    hosted = [line for line in lines.stdout.splitlines() if line.startswith("#")]
+    assert hosted == [f"# hosted: {DEFAULT_MODEL} from {DEFAULT_MODEL}"]  # MODEL_ID alone: MODELS is unset
     assert printed["API_KEY"] == "********" and "sk-very-secret" not in lines.stdout
     assert (printed["IDLE_TIMEOUT"], printed["GATEWAY_MODE"], printed["MAX_BATCH_SIZE"]) == ("30.0", "True", "8")
     as_json = run_cli("config", "--json", env=env, cwd=tmp_path)

@@ -452,7 +452,7 @@ def _add_config(sub: argparse._SubParsersAction) -> None:
 def _config(args: argparse.Namespace) -> int:
     import json
 
-    from .config import from_args, unsupported_variable_warnings
+    from .config import from_args, model_id_of, unsupported_variable_warnings
 
     settings = from_args(args)
     for warning in unsupported_variable_warnings():
@@ -467,6 +467,8 @@ def _config(args: argparse.Namespace) -> int:
     else:
         for name, value in values.items():
             print(f"{name}={'' if value is None else value}")
+        for source in settings.hosted_models():  # MODELS, or MODEL_ID alone
+            print(f"# hosted: {model_id_of(source)} from {source}")
     return 0
 
 

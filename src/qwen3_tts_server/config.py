@@ -340,6 +340,12 @@ def parse_cores(spec: str) -> set[int]:
     return cores
 
 
+def model_id_of(source: str) -> str:
+    """A hosted model's id: a local checkpoint's directory name, or the hub id as given."""
+    path = Path(source).expanduser()
+    return path.resolve().name if path.exists() else source
+
+
 def parse_bytes(text: str) -> int:
     """A byte count: digits with an optional K, M, G or T suffix (powers of 1024; a trailing B or iB allowed)."""
     cleaned = text.strip().lower().removesuffix("ib").removesuffix("b")

@@ -22,7 +22,7 @@ import uvicorn
 from uvicorn.config import STARTUP_FAILURE
 
 from .api.observability import ShutdownDrain
-from .config import Settings, unsupported_variable_warnings
+from .config import Settings, model_id_of, unsupported_variable_warnings
 from .gateway.listen import uvicorn_options
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     """A ModelManager for each checkpoint of MODELS (or MODEL_ID), each with the id of its hub id or directory
     name; two entries naming one checkpoint host it once."""
     from .engine.model_manager import ModelManager
-    from .engine.registry import HostedModel, ModelRegistry, model_id_of
+    from .engine.registry import HostedModel, ModelRegistry
     from .model.checkpoint import resolve_checkpoint
     from .model.footprint import free_memory_bytes
     from .model.loading import parse_device, parse_dtype, prepare_loading

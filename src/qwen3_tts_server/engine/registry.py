@@ -14,6 +14,7 @@ from pathlib import Path
 
 import torch
 
+from ..config import model_id_of
 from ..errors import ConfigurationError, ModelWaitError
 from ..model.checkpoint import checkpoint_fingerprint
 from ..model.config import TTSConfig
@@ -49,12 +50,6 @@ def checkpoint_footprint(directory: Path, config: TTSConfig, dtype: torch.dtype)
     parts = ("decoder", "encoder") if config.model_type == "base" else ("decoder",)
     sizes = {part: weight_bytes(codec_file, dtype, (f"{part}.",)) for part in parts}
     return Footprint(weight_bytes(directory / "model.safetensors", dtype), file_digest(codec_file), sizes)
-
-
-def model_id_of(source: str) -> str:
-    """A hosted model's id: a local checkpoint's directory name, or the hub id as given."""
-    path = Path(source).expanduser()
-    return path.resolve().name if path.exists() else source
 
 
 @dataclass(eq=False)
@@ -123,8 +118,10 @@ class ModelRegistry:
         if unknown:
             hosted = ", ".join(hosted.id for hosted in self.hosted)
             raise ConfigurationError(f"PRELOAD_MODELS names {', '.join(unknown)}, not hosted (hosted: {hosted})")
-        preloaded = [hosted for hosted in self.hosted if preload_all or hosted.id in preload]
+        preloaded = [hosted for hosted in self.hosted if hosted.id in preload]
         self.check_preload(preloaded)
+        if preload_all:
+            preloaded = self._fitting(self.hosted)
         for hosted in self.hosted:
             hosted.engine.start(hosted in preloaded)
 
@@ -159,6 +156,18 @@ class ModelRegistry:
                 f"MODEL_MEMORY_BUDGET={self.budget} bytes holds no model: the smallest, {smallest.id}, takes "
                 f"{smallest.footprint.cost() / 2**20:.0f} MiB"
             )
+
+    def _fitting(self, models: list[HostedModel]) -> list[HostedModel]:
+        """The first of `models` that the budget holds together (all of them without a budget)."""
+        fitting: list[HostedModel] = []
+        for hosted in models:
+            if self.budget is None or hosted.footprint is None or self._usage([*fitting, hosted])[0] <= self.budget:
+                fitting.append(hosted)
+            else:
+                log.info(
+                    "PRELOAD_MODEL: %s not preloaded, past MODEL_MEMORY_BUDGET; it loads when asked for", hosted.id
+                )
+        return fitting
 
     def check_preload(self, preloaded: list[HostedModel]) -> None:
         """Refuse a PRELOAD_MODEL list that the budget cannot hold at once."""
