@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import io
+import json
 import logging
 import shutil
 import time
@@ -12,8 +13,13 @@ import wave
 from pathlib import Path
 
 import httpx
+import openai
 import pytest
 import torch
+from prometheus_client.parser import text_string_to_metric_families
+from websockets.asyncio.client import connect
+from wyoming.client import AsyncTcpClient
+from wyoming.info import Describe, Info
 
 from parity_cases import write_reference
 from qwen3_tts_server.config import Settings
@@ -25,7 +31,7 @@ from qwen3_tts_server.model.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.routing import route
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
-from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
@@ -46,7 +52,10 @@ def checkpoints(tmp_path_factory) -> dict[str, Path]:
 @pytest.fixture(scope="module")
 def server(checkpoints):
     extra = ("--model", str(checkpoints["base"]), "--model", str(checkpoints["voice_design"]))
-    with live_process("serve", checkpoints["custom_voice"], *extra, env=ENV) as live:
+    wyoming_port = free_port()
+    env = {**ENV, "WYOMING_PORT": str(wyoming_port), "WYOMING_ZEROCONF": "false"}
+    with live_process("serve", checkpoints["custom_voice"], *extra, env=env) as live:
+        live.wyoming_port = wyoming_port
         yield live
 
 
@@ -100,6 +109,69 @@ def test_each_voice_goes_to_the_model_that_speaks_it(server, tmp_path):
         # A library voice no hosted model can speak as asked: a clear 400 naming what is hosted.
         unknown = http.post("/v1/audio/speech", json={"input": "Hi.", "voice": "nobody_at_all"})
         assert unknown.status_code == 400 and cv in unknown.json()["error"]["message"]
+
+
+def test_every_path_routes_alike(server):
+    """The openai SDK, the earlier server's SSE and PCM routes, the WebSocket per utterance and Wyoming's voice
+    list: each the same rules, the answer saying which model spoke (X-Model)."""
+    client = openai.OpenAI(api_key="unused", base_url=server.base + "/v1")
+    answer = client.audio.speech.with_raw_response.create(
+        model="tts-1", voice="alloy", input="Through the SDK.", response_format="wav"
+    )
+    assert answer.headers["x-model"] == "custom_voice" and frames_of(answer.content) > 0
+    with server.client(timeout=300) as http:
+        made = http.post("/v1/audio/voices", data={"name": "storyteller", "type": "prompt", "prompt": "A warm voice."})
+        designed = made.json()["id"]
+        for path in ("/v1/audio/speech/stream", "/v1/audio/speech/stream/pcm"):
+            for voice, model in (("vivian", "custom_voice"), (designed, "voice_design")):
+                earlier = http.post(path, json={"input": "The earlier routes.", "voice": voice})
+                assert earlier.status_code == 200 and earlier.headers["x-model"] == model, earlier.text
+
+    async def utterances() -> list[dict]:
+        events = []
+        async with connect(server.base.replace("http://", "ws://") + "/v1/audio/speech/ws") as ws:
+            for voice in ("ryan", designed):  # one session, a voice (and so a model) per utterance
+                await ws.send(json.dumps({"type": "session.update", "voice": voice}))
+                await ws.send(json.dumps({"type": "input_text", "text": "One utterance."}))
+                while True:
+                    message = await asyncio.wait_for(ws.recv(), 300)
+                    if isinstance(message, str):
+                        events.append(json.loads(message))
+                        if events[-1]["type"] in ("done", "error"):
+                            break
+        return events
+
+    def steps(model: str) -> float:
+        scraped = server_metrics(server)
+        return scraped.get(("qwen3_tts_engine_step_seconds_count", frozenset({("model", model)})), 0.0)
+
+    before = {model: steps(model) for model in ("custom_voice", "voice_design", "base")}
+    events = asyncio.run(utterances())
+    assert [event["type"] for event in events if event["type"] in ("done", "error")] == ["done", "done"], events
+    after = {model: steps(model) for model in before}
+    assert after["custom_voice"] > before["custom_voice"] and after["voice_design"] > before["voice_design"]
+    assert after["base"] == before["base"]
+
+    async def describe() -> Info:
+        async with AsyncTcpClient("127.0.0.1", server.wyoming_port) as wyoming:
+            await wyoming.write_event(Describe().event())
+            while True:
+                event = await asyncio.wait_for(wyoming.read_event(), 60)
+                if Info.is_type(event.type):
+                    return Info.from_event(event)
+
+    voices = {voice.name: voice for voice in asyncio.run(describe()).tts[0].voices}
+    assert voices["vivian"].installed and voices[designed].installed and voices["alloy"].installed
+
+
+def server_metrics(live) -> dict:
+    with live.client(timeout=30) as http:
+        text = http.get("/metrics").text
+    scraped = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            scraped[(sample.name, frozenset(sample.labels.items()))] = sample.value
+    return scraped
 
 
 def test_concurrent_streams_on_two_models_give_the_audio_they_give_alone(server, tmp_path):

@@ -48,6 +48,7 @@ CORS_EXPOSED_HEADERS = (
     "X-Request-Id",
     "Retry-After",
     "X-Language",
+    "X-Model",
     "X-Segments",
     "X-Segments-Cut",
     "X-Cache",

@@ -82,8 +82,11 @@ class SpeechOutput(ABC):
         return self.frames * self.frame_seconds
 
     def text_headers(self, include_text: bool) -> dict[str, str]:
-        """What the front end made of the text: known before the first byte, so every response carries it."""
+        """What the front end made of the text, and the hosted model that speaks it: known before the first byte, so
+        every response carries it."""
         headers = {"X-Language": ",".join(self.languages), "X-Segments": str(len(self.segments))}
+        if self.model:
+            headers["X-Model"] = self.model
         if self.cache != "off":
             headers["X-Cache"] = self.cache
         if include_text:  # percent-encoded UTF-8; segments separated by a newline
