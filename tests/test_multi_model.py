@@ -164,6 +164,20 @@ def test_every_path_routes_alike(server):
     assert voices["vivian"].installed and voices[designed].installed and voices["alloy"].installed
 
 
+def test_the_gateway_takes_the_model_list_unchanged(checkpoints, tmp_path):
+    """GATEWAY_MODE: the worker it starts on demand hosts every model the flags name, and routes as `serve` does."""
+    extra = ("--model", str(checkpoints["base"]))
+    gateway = live_process("serve", checkpoints["custom_voice"], *extra, env={**ENV, "GATEWAY_MODE": "true"})
+    with gateway as live, live.client(timeout=300) as http:
+        spoken = http.post("/v1/audio/speech", json={"input": "Through the gateway.", "voice": "vivian"})
+        assert spoken.status_code == 200 and spoken.headers["x-model"] == "custom_voice", spoken.text
+        reference = write_reference(tmp_path, "ref_16k_mono.wav").read_bytes()
+        cloned = http.post("/v1/audio/speech/clone", data={"input": "Hi."}, files={"file": ("r.wav", reference)})
+        assert cloned.status_code == 200 and cloned.headers["x-model"] == "base", cloned.text
+        listed = [entry["id"] for entry in http.get("/v1/models").json()["data"]]
+        assert listed[:2] == ["custom_voice", "base"]
+
+
 def server_metrics(live) -> dict:
     with live.client(timeout=30) as http:
         text = http.get("/metrics").text

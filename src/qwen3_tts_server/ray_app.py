@@ -222,7 +222,9 @@ def main(argv: list[str]) -> int:
     try:
         serve.start(http_options=_http_options(settings))
         serve.run(application, name=APP_NAME, route_prefix="/")
-        log.info("serving %s on %s:%d through Ray Serve", settings.model_id, settings.host, settings.port)
+        log.info(
+            "serving %s on %s:%d through Ray Serve", ", ".join(settings.hosted_models()), settings.host, settings.port
+        )
         stop.wait()
     finally:
         if local:
