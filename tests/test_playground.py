@@ -256,6 +256,22 @@ def test_voice_design_takes_a_description(designer, open_page):
     assert designer.client().delete(f"/v1/audio/voices/{voice_id}").status_code == 200
 
 
+def test_a_model_picker_when_several_models_are_hosted(checkpoint_dirs, open_page):
+    models = ("--model", str(checkpoint_dirs["voice_design"]))
+    with live_process("serve", checkpoint_dirs["custom_voice"], *models, env={**ENV, "API_KEY": ""}) as live:
+        page = open_page(live.base, key="")
+        expect(page.locator("#model-row")).to_be_visible()
+        expect(page.locator("#model option")).to_have_count(2)
+        expect(page.locator("#voice")).to_contain_text("vivian")  # the first model, CustomVoice: its presets
+        page.select_option("#model", "voice_design")
+        expect(page.locator("#instructions-label")).to_contain_text("Voice description")
+        page.fill("#instructions", "A bright, quick voice.")
+        assert speak(page, "Hello.")["samplesPlayed"] > 0
+        with live.client() as http:
+            states = {model_id: report["state"] for model_id, report in http.get("/health").json()["models"].items()}
+        assert states == {"custom_voice": "unloaded", "voice_design": "ready"}  # the chosen model spoke
+
+
 def test_voice_library_behind_the_gateway(gateway, open_page, reference, tmp_path):
     page = open_page(gateway.base)
     expect(page.locator("#model-info")).to_contain_text("Base")

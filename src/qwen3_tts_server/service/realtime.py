@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 RAW_FORMATS = ("pcm", "mulaw", "alaw")  # headerless samples: segments join with nothing in between
 CONFIG_FIELDS = frozenset(
     {
+        "model",
         "voice",
         "language",
         "instructions",
@@ -107,6 +108,7 @@ def error_event(exc: TTSError, legacy: bool = False) -> dict:
 def session_view(request: SynthesisRequest, sample_rate: int) -> dict[str, Any]:
     """The session config as `session.updated` reports it."""
     return {
+        "model": request.model,
         "voice": request.voice,
         "language": request.language,
         "instructions": request.instructions,

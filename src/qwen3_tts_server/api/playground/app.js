@@ -23,6 +23,7 @@ const state = (window.playground = { model: null, runs: 0, running: false, ...fr
 
 const waveform = new Waveform($("waveform"));
 let voices = [];
+let hosted = []; // the models the server hosts (GET /v1/models without the OpenAI names)
 let player = null; // created by the first Speak (a click: browsers start audio only then)
 let current = null; // the run whose WebSocket is open
 let shown = null; // the run whose result is shown (it may still play after its WebSocket closed)
@@ -36,13 +37,30 @@ async function loadServer() {
   showError("api-error", null);
   try {
     const [models, voiceList] = await Promise.all([api("v1/models"), api("v1/audio/voices")]);
-    state.model = models.data.find((model) => !model.alias_of) ?? models.data[0];
+    hosted = models.data.filter((model) => !model.alias_of);
+    state.model = hosted.find((model) => model.id === $("model").value) ?? hosted[0] ?? models.data[0];
     voices = voiceList.data;
   } catch (error) {
     $("model-info").textContent = "";
     showError("api-error", error.message);
     return;
   }
+  fillModels();
+  showModel(state.model);
+  fillVoices();
+}
+
+/** The model picker, shown when the server hosts several models: the chosen one speaks (`model` of a request). */
+function fillModels() {
+  const picker = $("model");
+  const label = (model) => `${model.id} · ${TYPE_NAMES[model.type] ?? model.type}`;
+  picker.replaceChildren(...hosted.map((model) => option(model.id, label(model))));
+  picker.value = state.model.id;
+  $("model-row").hidden = hosted.length < 2;
+}
+
+function chooseModel() {
+  state.model = hosted.find((model) => model.id === $("model").value) ?? state.model;
   showModel(state.model);
   fillVoices();
 }
@@ -138,6 +156,7 @@ function speechSettings(voice) {
     normalize: $("normalize").checked,
   };
   if (voice) settings.voice = voice;
+  if (hosted.length > 1) settings.model = state.model.id;
   if ($("language").value) settings.language = $("language").value;
   const instructions = $("instructions").value.trim();
   if (!$("instructions-row").hidden && instructions) settings.instructions = instructions;
@@ -465,6 +484,7 @@ $("speech-form").addEventListener("submit", (event) => {
 });
 $("stop").addEventListener("click", stop);
 $("download").addEventListener("click", download);
+$("model").addEventListener("change", chooseModel);
 $("voice-form").addEventListener("submit", addVoice);
 $("voice-file").addEventListener("change", clearRecording);
 $("record").addEventListener("click", toggleRecording);
