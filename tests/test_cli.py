@@ -296,3 +296,25 @@ def test_synth_speaks_long_text_in_segments_and_normalizes_unless_told_not_to(ch
     )
     assert verbatim.returncode == spoken.returncode == 0
     assert not np.array_equal(verbatim_codes, np.load(codes_out)), "the model must be given different text"
+
+
+def test_synth_with_several_models_speaks_with_the_one_the_voice_asks_for(checkpoint_dirs, models, tmp_path):
+    """A preset speaker goes to the CustomVoice model, a description alone to the VoiceDesign one: the codes are the
+    ones each model gives alone."""
+    from qwen3_tts_server.model.prompt import SpeechInput
+
+    hosted = ["--model", str(checkpoint_dirs["voice_design"]), "--model", str(checkpoint_dirs["custom_voice"])]
+    cases = {
+        "custom_voice": (["--speaker", "eric"], SpeechInput("Routed.", "auto", "eric")),
+        "voice_design": (["--instruct", "Calm narrator."], None),
+    }
+    for name, (voice, request) in cases.items():
+        codes_out = tmp_path / f"{name}.npy"
+        out = ["-o", str(tmp_path / f"{name}.wav"), "--codes-out", str(codes_out)]
+        result = run("synth", *hosted, "--text", "Routed.", *voice, "--greedy", "--max-frames", "6", *out)
+        assert result.returncode == 0, result.stderr
+        assert f"speaking with {checkpoint_dirs[name]}" in result.stderr
+        model = models[name]
+        request = request or SpeechInput("Routed.", "auto", instruct="Calm narrator.")
+        expected = model.generate([request], model.sampling().greedy(), 6)[0]
+        np.testing.assert_array_equal(np.load(codes_out), expected.codes)

@@ -18,7 +18,11 @@ WYOMING_DEFAULT_PORT = 10200  # the port Home Assistant's Wyoming integration su
 def _add_synth(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("synth", help="synthesize text to a WAV file", description="Synthesize text to a WAV file.")
     p.add_argument(
-        "--model", required=True, help="checkpoint directory or hub id (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)"
+        "--model",
+        action="append",
+        required=True,
+        help="checkpoint directory or hub id (e.g. Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice); repeated, the one the voice "
+        "asks for speaks, chosen as the server chooses (docs/models.md)",
     )
     text = p.add_mutually_exclusive_group(required=True)
     text.add_argument("--text", help="text to speak")
@@ -75,7 +79,7 @@ def _synth(args: argparse.Namespace) -> int:
         text = args.text
     started = time.perf_counter()
     model = Qwen3TTSModel.load(
-        args.model, device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
+        _routed_checkpoint(args), device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
     )
     loaded = time.perf_counter()
     overrides = SamplingOverrides(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
@@ -130,6 +134,34 @@ def _synth(args: argparse.Namespace) -> int:
                 file=sys.stderr,
             )
     return 0
+
+
+def _routed_checkpoint(args: argparse.Namespace) -> str:
+    """The checkpoint of the --model options that speaks the voice asked for: a preset --speaker a CustomVoice
+    model, --ref-audio or --voice-prompt a Base model, --instruct alone a VoiceDesign model (`routing.route`)."""
+    if len(args.model) == 1:
+        return args.model[0]
+    from functools import partial
+
+    from .config import model_id_of
+    from .engine.model_manager import ModelManager
+    from .engine.registry import HostedModel, ModelRegistry
+    from .model.checkpoint import resolve_checkpoint
+    from .model.loading import prepare_loading
+    from .service.routing import route
+
+    hosted = [
+        HostedModel(model_id_of(source), source, ModelManager(lambda: None, describe=partial(prepare_loading, source)))
+        for source in args.model
+    ]
+    for entry in hosted:
+        entry.directory = resolve_checkpoint(entry.source)
+    registry = ModelRegistry(hosted)
+    registry.prepare()
+    clone = args.ref_audio is not None or args.voice_prompt is not None
+    chosen = route(registry, None, None, args.speaker or "", args.instruct, inline_clone=clone)
+    print(f"speaking with {chosen.source}", file=sys.stderr)
+    return chosen.source
 
 
 def _voice(args: argparse.Namespace, model):

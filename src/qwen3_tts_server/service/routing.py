@@ -69,20 +69,21 @@ class VoiceNeed:
 
 
 def voice_need(
-    registry: ModelRegistry, library: VoiceLibrary, voice: str, instructions: str | None, inline_clone: bool
+    registry: ModelRegistry, library: VoiceLibrary | None, voice: str, instructions: str | None, inline_clone: bool
 ) -> VoiceNeed:
     """In the order a model resolves a voice: an inline clone, a hosted preset speaker or OpenAI name, a library
-    voice (by id or name; an OpenAI name as the preset voice made for a Base model), a description."""
+    voice (by id or name; an OpenAI name as the preset voice made for a Base model; none without a library), a
+    description."""
     if inline_clone:
         return VoiceNeed("clone")
     key = voice_key(voice)
     preset = VoiceNeed("preset", speaker=key)
     if any(preset.spoken_by(hosted) for hosted in registry):
         return preset
-    stored = library.find(voice)
-    if stored is None and key in OPENAI_VOICES:
+    stored = library.find(voice) if library is not None else None
+    if stored is None and library is not None and key in OPENAI_VOICES:
         stored = library.named(OPENAI_VOICES[key])
-    if stored is not None and stored.type == "audio_sample":
+    if library is not None and stored is not None and stored.type == "audio_sample":
         try:
             return VoiceNeed("clone", checkpoint=library.clone_prompt(stored).checkpoint)
         except NotFoundError:  # deleted meanwhile: the model's own lookup says so
@@ -94,7 +95,7 @@ def voice_need(
 
 def route(
     registry: ModelRegistry,
-    library: VoiceLibrary,
+    library: VoiceLibrary | None,
     model: str | None,
     voice: str,
     instructions: str | None = None,
@@ -115,7 +116,8 @@ def route(
         message = f"no hosted model speaks voice {voice!r} ({SPEAKS[need.kind]}); hosted: {describe_hosted(registry)}"
         if need.kind == "preset":
             speakers = [s for hosted in registry if hosted.config for s in hosted.config.speakers]
-            raise UnknownVoiceError(message, voice, sorted(set(accepted_names(speakers, library))))
+            valid = accepted_names(speakers, library) if library is not None else list(preset_voices(speakers))
+            raise UnknownVoiceError(message, voice, sorted(set(valid)))
         raise InvalidInputError(message, param="voice")
     by_size = sorted(candidates, key=lambda hosted: hosted.footprint.own if hosted.footprint else 0)
     if wanted == "tts-1":
