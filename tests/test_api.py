@@ -117,6 +117,7 @@ def test_whole_file_has_content_length(api):
         ({"voice": "alloy", "input": "x" * 4097}, 400, "input", "at most 4096"),
         ({"voice": "alloy"}, 400, "input", "required"),
         ({"voice": "alloy", "input": "Hi.", "speed": 9}, 400, "speed", "less than or equal to 4"),
+        ({"voice": "alloy", "input": "Hi.", "top_k": 2**85}, 400, "top_k", "less than or equal to 2147483647"),
         ({"voice": "alloy", "input": "Hi.", "response_format": "wma"}, 400, "response_format", "mp3"),
         ({"voice": "alloy", "input": "Hi.", "language": "Klingon"}, 400, "language", "unknown language"),
         (

@@ -57,7 +57,9 @@ class SpeechOptions(BaseModel):
         default=None, gt=0, le=100, description="sampling temperature (default: checkpoint's)"
     )
     top_p: float | None = Field(default=None, gt=0, le=1, description="nucleus sampling mass")
-    top_k: int | None = Field(default=None, ge=0, description="candidates kept; 0 disables top-k")
+    # Past the codebooks' size (2,048 and 3,072 codes) a larger k keeps every candidate alike; the bound keeps k
+    # inside the 64-bit integers the sampler takes.
+    top_k: int | None = Field(default=None, ge=0, le=2**31 - 1, description="candidates kept; 0 disables top-k")
     repetition_penalty: float | None = Field(default=None, gt=0, le=100)
     # 63-bit: the engine keeps seeds as int64, each segment's the request's plus its index.
     seed: int | None = Field(default=None, ge=-(2**62), le=2**62, description="reproducible sampling")
