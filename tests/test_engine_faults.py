@@ -17,9 +17,12 @@ import torch
 from starlette.testclient import TestClient
 
 from in_process import make_app, run_in_app
+from qwen3_tts_server.api.app import create_app
+from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine import engine as engine_module
 from qwen3_tts_server.engine.engine import SYNTHESIS_FAILED, Engine, typed_error
 from qwen3_tts_server.engine.model_manager import ModelManager
+from qwen3_tts_server.engine.registry import HostedModel, ModelRegistry
 from qwen3_tts_server.errors import EngineOutOfMemoryError, EngineStoppedError, SynthesisFailedError, TTSError
 from qwen3_tts_server.model.generation import FrameGenerator
 from qwen3_tts_server.model.tts_model import Qwen3TTSModel
@@ -309,6 +312,33 @@ def test_ready_and_health_say_when_the_engine_has_stopped(models, tmp_path, monk
     reason = "the engine thread stopped on an unexpected Fatal"
     assert health.status_code == 503 and health.json()["status"] == "failed" and health.json()["error"] == reason
     assert ready.status_code == 503 and ready.json()["ready"] is False and ready.json()["error"] == reason
+
+
+def test_one_hosted_models_stopped_engine_fails_health_and_only_its_requests(
+    models, checkpoint_dirs, tmp_path, monkeypatch
+):
+    hosted = [
+        HostedModel(name, str(checkpoint_dirs[name]), ModelManager.fixed(models[name]), checkpoint_dirs[name])
+        for name in ("custom_voice", "voice_design")
+    ]
+    settings = Settings.load(model_id=str(checkpoint_dirs["custom_voice"]), data_dir=tmp_path, max_request_frames=6)
+    app = create_app(settings, ModelRegistry(hosted))
+    preset = {"voice": "alloy", "input": "Hello there.", "stream": False}
+    designed = {**preset, "model": "voice_design", "instructions": "Calm."}
+
+    async def scenario(_, http):
+        inject(monkeypatch, hosted[1].engine, "_expire", Fatal(SECRET))
+        failed = await asyncio.wait_for(
+            http.post("/v1/audio/speech", json={**designed, "instructions": "Calm."}), TIMEOUT
+        )
+        return failed, await http.post("/v1/audio/speech", json=preset), await http.get("/health")
+
+    failed, served, health = run_in_app(app, scenario)
+    assert failed.status_code == 503 and failed.json()["error"]["code"] == "engine_stopped"
+    assert served.status_code == 200 and served.headers["x-model"] == "custom_voice"  # the other model serves on
+    reason = "the engine thread stopped on an unexpected Fatal"
+    assert health.status_code == 503 and health.json()["status"] == "failed" and health.json()["error"] == reason
+    assert health.json()["models"]["voice_design"]["error"] == reason and SECRET not in health.text
 
 
 def test_health_reports_queue_limit_gpu_and_output_cache(models, tmp_path):

@@ -35,16 +35,19 @@ async def list_models(services: ServicesDep) -> dict:
 
 @router.get("/health")
 async def health(services: ServicesDep) -> JSONResponse:
-    """200, or 503 with the reason in `error` once the engine thread has stopped (nothing can be served)."""
+    """200, or 503 with the reason in `error` once an engine thread has stopped (its model can serve nothing)."""
     voices = await services.voices.accepted_names()
     model_id = loaded_model_id(services.models, services.settings)
     models, engine, library = services.models, services.engine, services.voices.library
     earlier = earlier_server_keys(models, model_id, engine, voices, library, services.audio_cache)
     report = health_report(models, engine, library, services.audio_cache, earlier)
+    failure = services.registry.failure  # any hosted model's engine thread that stopped
     if len(services.registry) > 1:
         report["models"] = {hosted.id: hosted_model_health(hosted) for hosted in services.registry}
         report["shared"] = services.registry.shared()
-    return JSONResponse(report, status_code=200 if services.engine.failure is None else 503)
+        if failure is not None:
+            report |= {"status": "failed", "error": failure}
+    return JSONResponse(report, status_code=200 if failure is None else 503)
 
 
 @router.get("/v1/info")
