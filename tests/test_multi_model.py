@@ -306,6 +306,9 @@ def test_bad_model_lists_are_refused_at_start_naming_the_checkpoint(checkpoints,
     with caplog.at_level(logging.WARNING):
         twice = registry_of(cv, str(cv) + "/", checkpoints["base"])
     assert [hosted.id for hosted in twice] == ["custom_voice", "base"] and "twice" in caplog.text
+    namesake = tmp_path / "elsewhere" / "custom_voice"
+    shutil.copytree(cv, namesake)
+    assert [hosted.id for hosted in registry_of(cv, namesake)] == ["custom_voice", "custom_voice-2"]
     with pytest.raises(ConfigurationError, match="holds no model"):
         registry_of(cv, checkpoints["base"], model_memory_budget="1M").prepare()
     small = registry_of(cv, checkpoints["base"], model_memory_budget="60M")

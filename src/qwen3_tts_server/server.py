@@ -74,12 +74,10 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         if same is not None:
             log.warning("MODELS names %s twice (as %s and %s): hosted once", directory, same.source, source)
             continue
-        taken = {other.id for other in hosted}
-        model_id = next(
-            name
-            for n in range(len(taken) + 1)
-            if (name := f"{model_id_of(source)}-{n + 1}" if n else model_id_of(source)) not in taken
-        )
+        model_id, copies = model_id_of(source), 1  # two directories of one name: name, name-2, ...
+        while any(other.id == model_id for other in hosted):
+            copies += 1
+            model_id = f"{model_id_of(source)}-{copies}"
         manager = ModelManager(
             partial(
                 Qwen3TTSModel.load, source, device=device, dtype=dtype, quantize=settings.quantize, compile=compile_step

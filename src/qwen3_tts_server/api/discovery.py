@@ -80,9 +80,8 @@ async def ready(services: ServicesDep) -> JSONResponse:
     if len(services.registry) > 1:
         body["models"] = {hosted.id: hosted.manager.state.value for hosted in services.registry}
     if errors:
-        body["error"] = "; ".join(f"{model_id}: {error}" for model_id, error in errors.items())
-        if len(services.registry) == 1:
-            body["error"] = next(iter(errors.values()))
+        named = len(services.registry) > 1
+        body["error"] = "; ".join(f"{model_id}: {error}" if named else error for model_id, error in errors.items())
     return JSONResponse(body, status_code=200 if not errors else 503)
 
 
