@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from functools import partial
 
 import numpy as np
 import pytest
@@ -252,6 +253,45 @@ def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs, mo
         assert manager.state is ModelState.UNLOADED and engine.generator is None
         codes, _, _ = await collect(engine.submit(job_for(model, REQUESTS[2], _greedy_defaults(), max_frames=3)))
         assert manager.loads == 2 and len(codes) >= 2
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        engine.stop()
+
+
+def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoint_dirs, models, monkeypatch):
+    """An engine thread with no work ends after IDLE_THREAD_LINGER (its OpenMP pool with it), the model stays
+    loaded, the next job starts another thread and gets the same codes, and the idle unload comes on time."""
+    import qwen3_tts_server.engine.engine as engine_module
+    from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
+    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+
+    monkeypatch.setattr(engine_module, "IDLE_THREAD_LINGER", 0.2)
+    manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=1.5)
+    engine = Engine(manager).start()
+    model = models["custom_voice"]
+
+    async def until(condition, seconds: float) -> float:
+        started = time.monotonic()
+        while not condition() and time.monotonic() - started < seconds:
+            await asyncio.sleep(0.02)
+        assert condition()
+        return time.monotonic() - started
+
+    async def scenario():
+        job = partial(job_for, model, REQUESTS[0], _greedy_defaults(), max_frames=3)
+        first, _, _ = await collect(engine.submit(job()))
+        await until(lambda: not engine.thread_alive, 1.0)
+        assert manager.state is ModelState.READY and engine.generator is not None
+        again, _, _ = await collect(engine.submit(job()))  # a new thread, the same model and generator
+        assert np.array_equal(again, first) and manager.loads == 1
+        await until(lambda: not engine.thread_alive, 1.0)
+        waited = await until(lambda: manager.state is ModelState.UNLOADED, 5.0)
+        assert waited > 0.5 and engine.generator is None  # the timer's unload, at the idle timeout
+        assert np.array_equal((await collect(engine.submit(job())))[0], first) and manager.loads == 2
+        await until(lambda: not engine.thread_alive, 1.0)
+        assert engine.release(5.0) and manager.state is ModelState.UNLOADED  # a budget's unload, no thread running
 
     try:
         asyncio.run(scenario())

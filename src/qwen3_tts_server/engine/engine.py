@@ -1,7 +1,9 @@
 """The engine thread: admission, continuous batching at frame boundaries, streaming chunks to asyncio.
 
-One thread owns the model, and exists while the model is loaded or work waits for it: it starts when the model
-loads or a job arrives, and ends when the model unloads. Each iteration it expires cancelled and timed-out jobs,
+One thread owns the model, and exists while there is work for it: it starts when the model loads or a job
+arrives, and ends once it has had nothing to do for `IDLE_THREAD_LINGER` seconds (a timer then unloads an idle
+model). An idle thread would keep its OpenMP pool, and beside another model's engine that pool alone slows the
+other's steps (`placement.py`). Each iteration it expires cancelled and timed-out jobs,
 pauses the rows whose client is `stream_buffer_seconds` of audio behind (and resumes those whose client caught
 up), admits waiting jobs into free rows (interactive first; at most `max_prefills_per_step` prefills, so a joining
 request holds running streams up for a bounded time), advances every other active row by one frame, and decodes
@@ -48,6 +50,7 @@ _END = object()
 StepListener = Callable[[float, float | None], None]
 SYNTHESIS_FAILED = "synthesis failed; the server logged the details"
 MAX_RETRY_AFTER = 60  # seconds: past this an estimate says little, and a client should not wait longer
+IDLE_THREAD_LINGER = 2.0  # seconds an engine thread without work waits for more before it ends
 
 
 def typed_error(exc: Exception, what: str) -> TTSError:
@@ -209,6 +212,8 @@ class Engine:
         self._nudged = False  # woken since the engine thread last looked (a client took audio, ...)
         self._thread: threading.Thread | None = None
         self._release: threading.Event | None = None  # set once the model asked to be unloaded is (`release`)
+        self._unload_timer: threading.Timer | None = None  # unloads the idle model while no thread runs
+        self._placed = False  # the engine thread's placement has been logged
         # Told after every step, on the engine thread: (step seconds, codec decode seconds or None).
         self._step_listeners: list[StepListener] = []
         self.models.on_ready.append(self._model_loaded)
@@ -233,6 +238,7 @@ class Engine:
         with self._cv:
             self._stopping = True
             self._accepting = False
+            self._cancel_unload()
             self._cv.notify()
             thread = self._thread
         if thread is not None:
@@ -251,8 +257,37 @@ class Engine:
     def _spawn(self) -> None:
         """Start the engine thread unless it runs, the engine is not started, or it has failed (call under _cv)."""
         if self._thread is None and self._accepting and not self._stopping and self.failure is None:
+            self._cancel_unload()
             self._thread = threading.Thread(target=self._run, name="tts-engine", daemon=True)
             self._thread.start()
+
+    def _arm_unload(self) -> None:
+        """With the thread ended, unload the model once it has been idle for its timeout (call under _cv)."""
+        models = self.models
+        if models.loaded is not None and models.idle_timeout and not self._stopping:
+            delay = max(0.0, models.idle_timeout - models.idle_for())
+            self._unload_timer = threading.Timer(delay, self._unload_when_idle)
+            self._unload_timer.name = "tts-engine-unload"
+            self._unload_timer.daemon = True
+            self._unload_timer.start()
+
+    def _cancel_unload(self) -> None:
+        if self._unload_timer is not None:
+            self._unload_timer.cancel()
+            self._unload_timer = None
+
+    def _unload_when_idle(self) -> None:
+        """The timer's work, off the lock: a job that arrives meanwhile starts a thread, and either finds the model
+        (its use resets the idle time, so it stays) or loads it again."""
+        with self._cv:
+            self._unload_timer = None
+            if self._thread is not None or not self.idle or self._stopping:
+                return  # the thread runs again, and unloads when the time comes
+            self.generator = None  # it holds the model's weights; a thread started from here builds another
+        if not self.models.unload_if_idle():
+            with self._cv:
+                if self._thread is None and self._unload_timer is None:
+                    self._arm_unload()  # used meanwhile: its idle time starts again
 
     def add_step_listener(self, listener: StepListener) -> None:
         """Call `listener(step seconds, codec decode seconds or None)` after every step, on the engine thread."""
@@ -262,10 +297,13 @@ class Engine:
         """Unload the model now if the engine has no work, as a memory budget makes room for another model;
         whether it did within `timeout` seconds."""
         with self._cv:
-            if self.models.loaded is None or self._thread is None:
+            if self.models.loaded is None or not self.idle:
                 return self.models.loaded is None
-            if self._interactive or self._batch or self._active:
-                return False
+            if self._thread is None:
+                self._cancel_unload()
+                self.generator = None
+                self.models.unload()
+                return self.models.loaded is None
             done = self._release = threading.Event()
             self._cv.notify()
         return done.wait(timeout) and self.models.loaded is None
@@ -338,7 +376,8 @@ class Engine:
 
     def _run(self) -> None:
         try:
-            pin_engine_thread(self.cpu_cores)
+            pin_engine_thread(self.cpu_cores, announce=not self._placed)
+            self._placed = True
             with torch.inference_mode():
                 if self._serve():
                     self._fail_everything(EngineStoppedError("the engine was shut down"))
@@ -370,8 +409,9 @@ class Engine:
                 elif idle and not self._nudged and self.models.loaded is not None:
                     self._wait_idle()
                 self._nudged = False
-                if self.models.loaded is None and self.idle:
+                if self.idle and (self.models.loaded is None or self.models.idle_for() >= IDLE_THREAD_LINGER):
                     self._thread = None  # the next load or job starts another
+                    self._arm_unload()
                     return False
             if idle:
                 continue
@@ -421,22 +461,17 @@ class Engine:
         handle.clock.resume(now)
 
     def _wait_idle(self) -> None:
-        """Sleep until work arrives (or a paused stream's client could count as stalled), unloading the model once
-        it has been idle for its timeout; never while paused rows hold their place in it."""
+        """Sleep until work arrives (or a paused stream's client could count as stalled), or, with no row held,
+        until the thread has lingered long enough to end (`_serve`); never ending while paused rows hold their
+        place."""
         if self._active:
             now = time.monotonic()
             checks = [h.clock.stall_check_in(now) for h in self._active.values()]
             self._cv.wait(timeout=min((c for c in checks if c is not None), default=None))
             return
-        models = self.models
-        if not models.idle_timeout:
-            self._cv.wait()
-            return
-        remaining = models.idle_timeout - models.idle_for()
+        remaining = IDLE_THREAD_LINGER - self.models.idle_for()
         if remaining > 0:
             self._cv.wait(timeout=remaining)
-        elif models.unload_if_idle():
-            self.generator = None
 
     def _expire(self) -> None:
         now = time.monotonic()
@@ -502,7 +537,7 @@ class Engine:
                 self.generator.remove(row)
 
     def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
-        if self.generator is None:
+        if self.generator is None or self.generator.talker is not model.talker:  # none yet, or an unloaded model's
             started = time.perf_counter()
             generator = FrameGenerator(model.talker, self.max_batch_size, graphs=None if self.cuda_graphs else False)
             graphs = generator.capture()

@@ -17,6 +17,7 @@ import math
 import os
 import threading
 import time
+import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
 
@@ -41,7 +42,6 @@ class ModelState(str, enum.Enum):
     UNLOADED = "unloaded"
     LOADING = "loading"
     READY = "ready"
-    UNLOADING = "unloading"
 
 
 def warm_up_model(model: Qwen3TTSModel) -> np.ndarray:
@@ -80,9 +80,12 @@ class ModelManager:
         warmup: Callable[[Qwen3TTSModel], object] | None = warm_up_model,
         describe: Callable[[], TTSConfig] | None = None,
         before_load: Callable[[], None] | None = None,
+        load_threads: Callable[[], int] | None = None,
     ):
         self._loader = loader
         self._before_load = before_load  # makes room for the model (a memory budget); may raise ModelWaitError
+        # torch threads for the load and warm-up: every core unless another model serves meanwhile (the registry's)
+        self._load_threads = load_threads or (lambda: len(os.sched_getaffinity(0)))
         self._warmup = warmup
         self._describe = describe
         self.idle_timeout = idle_timeout  # seconds; 0 keeps the model loaded
@@ -174,14 +177,14 @@ class ModelManager:
     def _run_load(self, loading: Future[Qwen3TTSModel]) -> None:
         self.state = ModelState.LOADING
         started = time.monotonic()
-        use_torch_threads(len(os.sched_getaffinity(0)))  # nothing generates while the model loads: every core
+        use_torch_threads(self._load_threads())
         try:
             if self._before_load is not None:
                 self._before_load()
             model = self._loader()
             if self._warmup is not None:
                 self._warmup(model)
-            gc.collect()
+            # No gc.collect(): a full collection holds the GIL for ~100 ms, a stall for any other model serving.
             release_free_memory()  # the load's float32 and bfloat16 copies of what was quantised or cast
         except ModelWaitError as exc:  # no room yet: nothing is wrong with the model, the next caller tries again
             with self._lock:
@@ -240,15 +243,17 @@ class ModelManager:
         return False
 
     def unload(self) -> bool:
-        """Unload now (whether it did); the caller guarantees no work is in flight."""
+        """Unload now (whether it did); the caller guarantees no work is in flight. The memory is given back off
+        the lock, so that a caller asking for the model meanwhile is not held up."""
         with self._lock:
             if self._model is None or self._loading is not None:
                 return False
-            self.state = ModelState.UNLOADING
+            model = weakref.ref(self._model)
             self._model = None
-            gc.collect()
-            release_free_memory()
-            if torch.cuda.is_available():
-                torch.cuda.empty_cache()
             self.state = ModelState.UNLOADED
+        if model() is not None:  # kept by a reference cycle: only a full collection (~100 ms of GIL) frees it
+            gc.collect()
+        release_free_memory()
+        if torch.cuda.is_available():
+            torch.cuda.empty_cache()
         return True

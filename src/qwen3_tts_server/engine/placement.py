@@ -6,7 +6,8 @@ ran parallel work, for as long as that thread lives; once the pools hold more th
 OpenMP runtime stops spinning between the many small parallel regions of a frame and puts its threads to sleep
 instead. Measured on 2 cores (0.6B, int8, one row): 82 ms a step alone, 124 ms with one idle two-thread pool beside
 it. So the threads that serve the event loop (`helper_thread_pool`: voice cloning, text preparation) run torch on
-one thread, and the model loads on a thread that ends when it is done."""
+one thread; the model loads on a thread that ends when it is done, on one thread when another model may be serving;
+and an engine thread ends when it has had no work for a while (`engine.py`), taking its pool with it."""
 
 from __future__ import annotations
 
@@ -21,9 +22,10 @@ from ..errors import ConfigurationError
 log = logging.getLogger(__name__)
 
 
-def pin_engine_thread(cores: set[int] | None) -> None:
+def pin_engine_thread(cores: set[int] | None, announce: bool = True) -> None:
     """Pin the calling thread to `cores` and give torch one intra-op thread per core; with None, leave the thread
     where it is and give torch one thread per core the process may use, unless OMP_NUM_THREADS chose already.
+    `announce` logs where (an engine's later threads, started as work comes, log it at debug level).
 
     Call it first thing on the engine thread: Linux sets affinity per thread (pid 0 is the caller), and the threads
     it starts later, torch's OpenMP workers among them, inherit it."""
@@ -46,7 +48,8 @@ def pin_engine_thread(cores: set[int] | None) -> None:
     else:
         use_torch_threads(len(allowed))
         reason = "the cores this process may use"
-    log.info(
+    log.log(
+        logging.INFO if announce else logging.DEBUG,
         "engine thread on cores %s with %d torch threads (%s)",
         core_list(os.sched_getaffinity(0)),
         torch.get_num_threads(),

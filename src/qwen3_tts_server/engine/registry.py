@@ -6,6 +6,7 @@ speech tokenizer that checkpoints share byte for byte is loaded once (`model.sha
 from __future__ import annotations
 
 import logging
+import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -65,7 +66,11 @@ class HostedModel:
     attached: Engine | None = field(default=None, repr=False)  # the app attaches it (`attach_engines`)
     fingerprint: str | None = None
     footprint: Footprint | None = None
-    config: TTSConfig | None = field(default=None, repr=False)
+
+    @property
+    def config(self) -> TTSConfig | None:
+        """The checkpoint's config once read (at start, `ModelRegistry.prepare`); None if it cannot be."""
+        return self.manager.known_config()
 
     @property
     def engine(self) -> Engine:
@@ -138,7 +143,6 @@ class ModelRegistry:
         """Read every config and footprint (not the weights). Blocking."""
         for hosted in self.hosted:
             hosted.manager.prepare()
-            hosted.config = hosted.manager.known_config()
             if hosted.config is None and len(self.hosted) > 1:  # one model alone starts and says why on /ready
                 raise ConfigurationError(f"MODELS: {hosted.source} cannot be hosted: {hosted.manager.last_error}")
             if hosted.directory is not None and hosted.config is not None:
@@ -180,6 +184,22 @@ class ModelRegistry:
                 f"PRELOAD_MODEL asks for {names}: {total / 2**20:.0f} MiB, over MODEL_MEMORY_BUDGET "
                 f"({self.budget / 2**20:.0f} MiB)"
             )
+
+    def speakers(self) -> list[str]:
+        """The preset speakers of every hosted model whose config has been read, each once, in MODELS' order."""
+        found: list[str] = []
+        for hosted in self.hosted:
+            if hosted.config is not None:
+                found += [name for name in hosted.config.speakers if name not in found]
+        return found
+
+    def load_threads(self, model_id: str) -> int:
+        """torch threads to load and warm up `model_id` with: one while another model is loaded, for it may be
+        serving and a second OpenMP pool beside its engine's slows its every step (`placement.py`); else every
+        core."""
+        if any(other.loaded for other in self.hosted if other.id != model_id):
+            return 1
+        return len(os.sched_getaffinity(0))
 
     def make_room(self, model_id: str) -> None:
         """Before model `model_id` loads: unload least recently used idle models until it fits the budget; wait for
