@@ -1,14 +1,18 @@
 """Two models in one server: what a warm model's streams feel while a second model loads beside it, and what the
 second model costs in memory against a second single-model server.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/multi_model.py [--requests 40]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/multi_model.py [--rounds 6]
 
 Builds random-weight CustomVoice checkpoints (a tiny one and a `small` one, whose load takes a second or more
 here) and runs real `serve` processes:
 
-1. One server hosting both (MODELS). A client streams short requests to the warm tiny model one after another
-   and times each one's first audio: alone, then while the small model loads (a one-word request to it starts
-   the load), then with the small model loaded and idle. A probe times GET /health meanwhile (the event loop).
+1. One server hosting both (MODELS, IDLE_TIMEOUT=4). A client streams short requests to the warm tiny model one
+   after another, without pause, and times each one's first audio. Each round, a one-word request to the small
+   model loads it; once idle it unloads again (IDLE_TIMEOUT). The warm model's samples are sorted by what the
+   small model did meanwhile: loading (until /health first says it is ready), loaded and idle (after its engine
+   thread ended), or nothing (unloaded); the samples while it serves its own request and lingers are left out.
+   Alone and beside a load are thus measured in the same minute, under the same noise. A probe times GET /health
+   during the loads (the event loop).
 2. RSS: that server with both models loaded, against two single-model servers with one loaded each (their sum),
    and one single-model server alone (what a process costs without a model's weights).
 
@@ -27,13 +31,15 @@ from pathlib import Path
 
 import httpx
 
+from qwen3_tts_server.engine.engine import IDLE_THREAD_LINGER
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 OUT = Path(__file__).resolve().parent / "results" / "multi_model.json"
-ENV = {"MAX_REQUEST_FRAMES": "8", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0", "AUDIO_CACHE_MAX": "0"}
+ENV = {"MAX_REQUEST_FRAMES": "3", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0", "AUDIO_CACHE_MAX": "0"}
+UNLOADS_AFTER = 4.0  # seconds: the shared server's IDLE_TIMEOUT (the warm model, never idle, stays)
 PRESET = {"input": "A warm stream.", "voice": "ryan", "response_format": "pcm", "stream": True}
-SECOND = {**PRESET, "model": "small", "input": "Load."}  # the small checkpoint, by its directory's name
+SECOND = {**PRESET, "model": "small", "input": "Load.", "stream": False}  # the small checkpoint, by its name
 
 
 def rss_bytes(live: LiveProcess) -> int:
@@ -49,57 +55,75 @@ def percentile(values: list[float], share: float) -> float:
 
 
 async def first_audio_ms(http: httpx.AsyncClient) -> float:
+    """One whole stream (three frames); its time to first audio."""
     started = time.perf_counter()
     first = None
     async with http.stream("POST", "/v1/audio/speech", json=PRESET) as response:
         response.raise_for_status()
-        async for _ in response.aiter_bytes():
-            first = first or time.perf_counter()
-    assert first is not None, "no audio"
+        async for chunk in response.aiter_bytes():
+            first = first or (chunk and time.perf_counter())
+    assert first, "no audio"
     return 1000 * (first - started)
 
 
-async def stall(live: LiveProcess, requests: int) -> dict:
+async def second_state(http: httpx.AsyncClient) -> str:
+    return (await http.get("/health")).json()["models"]["small"]["state"]
+
+
+async def stall(live: LiveProcess, rounds: int) -> tuple[dict, int]:
+    """The figures, and the server's RSS with both models loaded."""
+    samples: dict[str, list[float]] = {"alone": [], "during_load": [], "loaded_idle": []}
+    probes: list[float] = []
+    loads: list[float] = []
+    rss = 0
     async with httpx.AsyncClient(base_url=live.base, timeout=300) as http:
         await first_audio_ms(http)  # the CustomVoice model loaded and warm
-        alone = [await first_audio_ms(http) for _ in range(requests)]
-        probes: list[float] = []
-        loading = asyncio.create_task(http.post("/v1/audio/speech", json={**SECOND, "stream": False}))
-        beside: list[float] = []
-        load_started = time.perf_counter()
-        while not loading.done():
-            beside.append(await first_audio_ms(http))
+        for _ in range(rounds):
+            deadline = time.perf_counter() + 2
+            while time.perf_counter() < deadline:
+                samples["alone"].append(await first_audio_ms(http))
             started = time.perf_counter()
-            await http.get("/health")
-            probes.append(1000 * (time.perf_counter() - started))
-        (await loading).raise_for_status()
-        load_seconds = time.perf_counter() - load_started
-        after = [await first_audio_ms(http) for _ in range(requests)]  # the small model loaded beside, idle
-    summary = {
-        "ttfa_alone_p50_ms": statistics.median(alone),
-        "ttfa_alone_p95_ms": percentile(alone, 0.95),
-        "ttfa_during_load_p50_ms": statistics.median(beside),
-        "ttfa_during_load_p95_ms": percentile(beside, 0.95),
-        "requests_during_load": len(beside),
-        "ttfa_second_model_loaded_idle_p50_ms": statistics.median(after),
-        "ttfa_second_model_loaded_idle_p95_ms": percentile(after, 0.95),
-        "second_model_load_seconds": round(load_seconds, 2),
-        "health_during_load_max_ms": max(probes),
-    }
-    return {key: round(value, 1) if isinstance(value, float) else value for key, value in summary.items()}
+            loading = asyncio.create_task(http.post("/v1/audio/speech", json=SECOND))
+            ready = False
+            while not loading.done():
+                sample = await first_audio_ms(http)
+                probe = time.perf_counter()
+                state = await second_state(http)
+                probes.append(1000 * (time.perf_counter() - probe))
+                if not ready:  # loading when this sample ended; after it, the small model serves its request
+                    samples["during_load"].append(sample)
+                if state == "ready" and not ready:
+                    ready = True
+                    loads.append(time.perf_counter() - started)
+            (await loading).raise_for_status()
+            rss = max(rss, rss_bytes(live))
+            deadline = time.perf_counter() + IDLE_THREAD_LINGER + 0.5
+            while time.perf_counter() < deadline:  # the small model's engine thread lingers: not counted
+                await first_audio_ms(http)
+            while await second_state(http) != "unloaded":
+                samples["loaded_idle"].append(await first_audio_ms(http))
+    summary: dict[str, float | int] = {}
+    for phase, values in samples.items():
+        summary[f"ttfa_{phase}_p50_ms"] = statistics.median(values)
+        summary[f"ttfa_{phase}_p95_ms"] = percentile(values, 0.95)
+        summary[f"requests_{phase}"] = len(values)
+    summary["second_model_load_seconds_p50"] = statistics.median(loads)  # to its first "ready" seen on /health
+    summary["health_during_load_max_ms"] = max(probes)
+    return {key: round(value, 1) if isinstance(value, float) else value for key, value in summary.items()}, rss
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--requests", type=int, default=40, help="first-audio samples alone")
+    parser.add_argument("--rounds", type=int, default=6, help="loads and unloads of the second model")
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         custom = make_test_model(root / "custom_voice", "tiny", "custom_voice")
         small = make_test_model(root / "small", "small", "custom_voice")
-        with live_process("serve", custom, "--model", str(small), env=ENV) as both:
-            figures = {"stall": asyncio.run(stall(both, args.requests))}
-            together = rss_bytes(both)
+        shared = {**ENV, "IDLE_TIMEOUT": str(UNLOADS_AFTER)}
+        with live_process("serve", custom, "--model", str(small), env=shared) as both:
+            stalls, together = asyncio.run(stall(both, args.rounds))
+            figures = {"stall": stalls}
         singles = []
         for checkpoint in (custom, small):
             with live_process("serve", checkpoint, env=ENV) as alone, alone.client(timeout=300) as http:

@@ -10,7 +10,9 @@ import logging
 import shutil
 import time
 import wave
+from functools import partial
 from pathlib import Path
+from types import SimpleNamespace
 
 import httpx
 import openai
@@ -26,7 +28,6 @@ from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry, checkpoint_footprint
 from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnknownVoiceError
-from qwen3_tts_server.model.config import TTSConfig
 from qwen3_tts_server.model.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.routing import route
@@ -262,9 +263,10 @@ def test_an_idle_model_unloads_alone_and_a_one_model_budget_alternates_them(chec
 
 
 def hosted(directory: Path, own: int) -> HostedModel:
-    config: TTSConfig = prepare_loading(directory)
-    entry = HostedModel(directory.name, str(directory), ModelManager(lambda: None), directory, torch.float32)
-    entry.config, entry.fingerprint, entry.footprint = config, directory.name, Footprint(own, "codec", {"decoder": 10})
+    manager = ModelManager(lambda: None, describe=partial(prepare_loading, directory))
+    manager.prepare()
+    entry = HostedModel(directory.name, str(directory), manager, directory, torch.float32)
+    entry.fingerprint, entry.footprint = directory.name, Footprint(own, "codec", {"decoder": 10})
     return entry
 
 
@@ -284,6 +286,25 @@ def test_openai_model_names_pick_the_smallest_or_largest_that_speaks_the_voice(t
         route(registry, library, None, "nobody")
     with pytest.raises(InvalidInputError, match="voices described in words"):
         route(registry, library, None, "nobody", instructions="A deep voice.")
+
+
+def test_a_model_loads_on_one_torch_thread_while_another_is_loaded(tmp_path):
+    """A second model's load must not start an OpenMP pool beside a serving engine's (`placement.py`)."""
+    import os
+
+    threads: dict[str, int] = {}
+
+    def manager(model_id: str) -> ModelManager:
+        def load():
+            threads[model_id] = torch.get_num_threads()  # on the loading thread
+            return SimpleNamespace(config=None)
+
+        return ModelManager(load, warmup=None, load_threads=lambda: registry.load_threads(model_id))
+
+    registry = ModelRegistry([HostedModel(model_id, model_id, manager(model_id)) for model_id in ("a", "b")])
+    registry.get("a").manager.get()
+    registry.get("b").manager.get()
+    assert threads == {"a": len(os.sched_getaffinity(0)), "b": 1}
 
 
 # -- bad settings, refused at start ----------------------------------------------------------------------------------

@@ -115,7 +115,7 @@ def route(
             return registry.default  # its own answer: the voices it accepts
         message = f"no hosted model speaks voice {voice!r} ({SPEAKS[need.kind]}); hosted: {describe_hosted(registry)}"
         if need.kind == "preset":
-            speakers = [s for hosted in registry if hosted.config for s in hosted.config.speakers]
+            speakers = registry.speakers()
             valid = accepted_names(speakers, library) if library is not None else list(preset_voices(speakers))
             raise UnknownVoiceError(message, voice, sorted(set(valid)))
         raise InvalidInputError(message, param="voice")

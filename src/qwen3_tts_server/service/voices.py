@@ -4,6 +4,7 @@ inline clones) into a checked voice, and the voice library's operations (list, c
 from __future__ import annotations
 
 import asyncio
+import contextlib
 
 from ..engine.registry import HostedModel, ModelRegistry
 from ..errors import InvalidInputError, TTSError, UnknownVoiceError
@@ -133,15 +134,11 @@ class VoiceService:
 
     async def _speakers(self) -> list[str]:
         """The preset speakers of every hosted model, from their configs (the models are not loaded for it)."""
-        speakers: list[str] = []
         for hosted in self.registry:
-            manager = hosted.manager
-            try:  # /health asks this on every probe: no thread hop once the config has been read
-                config = manager.known_config() or await asyncio.to_thread(manager.config)
-            except TTSError:  # an unreadable checkpoint: /health says so elsewhere, the other names still count
-                continue
-            speakers += [name for name in config.speakers if name not in speakers]
-        return speakers
+            if hosted.config is None:  # /health asks this on every probe: no thread hop once configs are read
+                with contextlib.suppress(TTSError):  # unreadable: /health says so, the other names still count
+                    await asyncio.to_thread(hosted.manager.config)
+        return self.registry.speakers()
 
     async def list_voices(self) -> list[dict]:
         """Presets, aliases and library voices, from the checkpoints' configs: no model is loaded for it. With
