@@ -112,6 +112,30 @@ def test_each_voice_goes_to_the_model_that_speaks_it(server, tmp_path):
         assert unknown.status_code == 400 and cv in unknown.json()["error"]["message"]
 
 
+def test_an_uploaded_sample_is_cloned_by_the_base_model_the_upload_names(checkpoints, tmp_path):
+    """Two Base checkpoints: `model` on POST /v1/audio/voices picks which clones (a clone prompt belongs to its
+    checkpoint), the voice is then spoken by that one, and a model that cannot clone says so."""
+    other = make_test_model(tmp_path / "base-b", "tiny", "base", seed=3)
+    reference = write_reference(tmp_path, "ref_16k_mono.wav").read_bytes()
+    extra = ("--model", str(other), "--model", str(checkpoints["custom_voice"]))
+    with live_process("serve", checkpoints["base"], *extra, env=ENV) as live, live.client(timeout=300) as http:
+
+        def upload(name: str, **fields: str) -> httpx.Response:
+            data = {"name": name, "ref_text": "Reference words.", **fields}
+            return http.post("/v1/audio/voices", data=data, files={"audio_sample": ("r.wav", reference)})
+
+        made = {"first": upload("first"), "second": upload("second", model="base-b"), "hd": upload("hd", model="x")}
+        assert all(answer.status_code in (200, 201) for answer in made.values()), [a.text for a in made.values()]
+        voices = {voice["name"]: voice for voice in http.get("/v1/audio/voices").json()["data"]}
+        assert [voices[name]["models"] for name in ("first", "second", "hd")] == [["base"], ["base-b"], ["base"]]
+        for name, model_id in (("first", "base"), ("second", "base-b")):
+            spoken = http.post("/v1/audio/speech", json={"input": "Hi.", "voice": made[name].json()["id"]})
+            assert spoken.status_code == 200 and spoken.headers["x-model"] == model_id, spoken.text
+        refused = upload("third", model="custom_voice")
+        assert refused.status_code == 400 and "clon" in refused.json()["error"]["message"], refused.text
+        assert "third" not in {voice["name"] for voice in http.get("/v1/audio/voices").json()["data"]}
+
+
 def test_every_path_routes_alike(server):
     """The openai SDK, the earlier server's SSE and PCM routes, the WebSocket per utterance and Wyoming's voice
     list: each the same rules, the answer saying which model spoke (X-Model)."""

@@ -192,6 +192,11 @@ class VoiceUploadForm(BaseModel):
     prompt: str | None = Field(default=None, max_length=4096, description="voice description (type prompt)")
     ref_text: str | None = Field(default=None, description="transcript of the audio sample (in-context cloning)")
     mode: str | None = Field(default=None, description="x_vector or in_context (default: in_context with ref_text)")
+    model: str | None = Field(
+        default=None,
+        description="the Base model that clones the sample, named as in a speech request (default: the first "
+        "hosted Base model); the voice is then spoken by that model",
+    )
 
 
 _unknown_fields_seen: set[str] = set()

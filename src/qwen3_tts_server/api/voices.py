@@ -28,7 +28,7 @@ async def create_voice(form: Annotated[VoiceUploadForm, Form()], voices: VoiceSe
     if form.audio_sample is None:
         raise InvalidInputError("`audio_sample`, the recording to clone, is required", param="audio_sample")
     audio = await read_upload(form.audio_sample, "audio_sample")
-    voice = await voices.create_from_sample(form.name, audio, form.ref_text, form.mode, form.consent)
+    voice = await voices.create_from_sample(form.name, audio, form.ref_text, form.mode, form.consent, form.model)
     return voice.public()
 
 

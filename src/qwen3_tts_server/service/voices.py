@@ -173,20 +173,27 @@ class VoiceService:
         return await asyncio.to_thread(self.library.add, name, description=description.strip(), consent=consent)
 
     async def create_from_sample(
-        self, name: str, audio: bytes, ref_text: str | None, mode: str | None, consent: str | None
+        self,
+        name: str,
+        audio: bytes,
+        ref_text: str | None,
+        mode: str | None,
+        consent: str | None,
+        model: str | None = None,
     ) -> StoredVoice:
+        """A library voice cloned from `audio` by the Base model that `model` names as a speech request would name
+        it (routing's rules for an inline clone: the first hosted Base model when it names none)."""
+        from .routing import route  # routing builds on this module
+
         check_name(name)
-        prompt = await self.clone_prompt(audio, ref_text, mode, field="audio_sample")
+        hosted = route(self.registry, None, model, name, inline_clone=True)
+        prompt = await self.clone_prompt(audio, ref_text, mode, field="audio_sample", hosted=hosted)
         return await asyncio.to_thread(self.library.add, name, prompt, consent=consent)
 
     async def clone_prompt(
-        self, audio: bytes, ref_text: str | None, mode: str | None, field: str, hosted: HostedModel | None = None
+        self, audio: bytes, ref_text: str | None, mode: str | None, field: str, hosted: HostedModel
     ) -> VoicePrompt:
-        """A clone prompt of `audio` made by `hosted`, or by the first hosted Base model (the first model when
-        none is: it answers that it cannot clone)."""
-        if hosted is None:
-            bases = [h for h in self.registry if h.config is not None and h.config.model_type == "base"]
-            hosted = bases[0] if bases else self.registry.default
+        """A clone prompt of `audio` made by `hosted` (a model that cannot clone says so)."""
         model = await hosted.manager.get_async()
         return await self.cloner.prompt(model, audio, ref_text, mode, field=field)
 
