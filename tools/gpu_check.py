@@ -9,6 +9,8 @@ step, so a call cut short still brings back what was done.
     c  the peers at one stream (official qwen-tts, faster-qwen3-tts), same checkpoint -> c_peers.json
     d  1.7B at one stream; int8 and fp8 weights at 1 and 64 streams        -> d_variants.json
     e  one step's profile at 1 and 64 rows (benchmarks/step_profile.py)     -> e_profile.json
+    f  a warm tiny model's first audio while the 0.6B loads beside it in one server (benchmarks/multi_model.py)
+                                                                             -> f_multi_model.json
     every process's output                                                   -> gpu_check.log
 
 The random-weight 0.6B and 1.7B checkpoints are built in the background from the start. `--dry-run` runs the
@@ -49,6 +51,7 @@ class Plan:
     profile_steps: int
     peer_runs: int
     caps: dict[str, int] = field(default_factory=dict)  # each step's most seconds
+    multi_rounds: int = 3  # step f's loads of the second model
 
 
 GPU = Plan(
@@ -65,7 +68,7 @@ GPU = Plan(
     profile_rows=[1, 64],
     profile_steps=20,
     peer_runs=2,
-    caps={"a_tests": 120, "a_agreement": 90, "b": 150, "c": 120, "d": 100, "e": 90},
+    caps={"a_tests": 120, "a_agreement": 90, "b": 150, "c": 120, "d": 100, "e": 90, "f": 90},
 )
 DRY_RUN = Plan(
     device="cpu",
@@ -81,7 +84,8 @@ DRY_RUN = Plan(
     profile_rows=[1, 2],
     profile_steps=2,
     peer_runs=1,
-    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60},
+    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90},
+    multi_rounds=1,
 )
 
 # The steps by name, in the issue's order (a: the first three, b, c, d, e); --steps picks and orders them.
@@ -93,6 +97,7 @@ STEPS = {
     "peers": "peer_comparison",
     "variants": "variants",
     "profile": "profile",
+    "multi_model": "multi_model",
 }
 
 # (label, unit, goal, higher is better): the goals of issue 28 on an H100, 0.6B unless named.
@@ -222,6 +227,18 @@ class Check:
         command += ["--variants", *plan.agreement_variants, "--out", str(agreement)]
         status = self.run("a agreement", command, plan.caps["a_agreement"])
         self._correctness("agreement", json.loads(agreement.read_text()) if agreement.exists() else {"error": status})
+
+    def multi_model(self) -> None:
+        """f: a warm tiny model's time to first audio while the checkpoint of steps a-e loads beside it in one
+        server (issue 29's figure: `benchmarks/multi_model.py`)."""
+        model = self.checkpoint(self.plan.size)
+        if model is None:
+            return self._finish("f", {"error": "no checkpoint"}, None)
+        json_path = self.out / "f_multi_model.json"
+        command = [sys.executable, "benchmarks/multi_model.py", "--device", self.plan.device, "--second", str(model)]
+        command += ["--rounds", str(self.plan.multi_rounds), "--no-rss", "--out", str(json_path)]
+        status = self.run("f multi-model", command, self.plan.caps["f"], {"HF_HUB_OFFLINE": "1"})
+        self._finish("f", json.loads(json_path.read_text()) if json_path.exists() else {"error": f"{status}"}, None)
 
     def _correctness(self, part: str, result: dict) -> None:
         self._finish("a", self.results["steps"].get("a", {}) | {part: result}, "a_correctness.json", final=False)
@@ -421,6 +438,9 @@ def summary(results: dict) -> str:
         lines += [f"| {row['rows']} | " + " | ".join(str(row[k]) for k in keys) + " |" for row in profile["results"]]
     else:
         lines.append(profile.get("error", "not run"))
+    multi = steps.get("f", {})
+    lines += ["", "## f: a warm model's first audio while another loads", ""]
+    lines += [f"- {key}: {value}" for key, value in multi.get("stall", {}).items()] or [multi.get("error", "not run")]
     return "\n".join(lines) + "\n"
 
 
