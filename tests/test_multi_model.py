@@ -25,7 +25,7 @@ from wyoming.info import Describe, Info
 
 from parity_cases import write_reference
 from qwen3_tts_server.config import Settings
-from qwen3_tts_server.engine.model_manager import ModelManager
+from qwen3_tts_server.engine.model_manager import BESIDE_OTHERS_NICENESS, ModelManager
 from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry, checkpoint_footprint
 from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnknownVoiceError
 from qwen3_tts_server.model.loading import prepare_loading
@@ -312,23 +312,27 @@ def test_openai_model_names_pick_the_smallest_or_largest_that_speaks_the_voice(t
         route(registry, library, None, "nobody", instructions="A deep voice.")
 
 
-def test_a_model_loads_on_one_torch_thread_while_another_is_loaded(tmp_path):
-    """A second model's load must not start an OpenMP pool beside a serving engine's (`placement.py`)."""
+def test_a_model_loads_on_one_torch_thread_at_low_priority_while_another_is_loaded(tmp_path):
+    """A second model's load must neither start an OpenMP pool beside a serving engine's (`placement.py`) nor take
+    its CPU; the first takes every core at the process's priority."""
     import os
+    import threading
 
-    threads: dict[str, int] = {}
+    shares: dict[str, tuple[int, int]] = {}
 
     def manager(model_id: str) -> ModelManager:
-        def load():
-            threads[model_id] = torch.get_num_threads()  # on the loading thread
+        def load():  # on the loading thread
+            niceness = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+            shares[model_id] = (torch.get_num_threads(), niceness)
             return SimpleNamespace(config=None)
 
-        return ModelManager(load, warmup=None, load_threads=lambda: registry.load_threads(model_id))
+        return ModelManager(load, warmup=None, others_loaded=lambda: registry.others_loaded(model_id))
 
     registry = ModelRegistry([HostedModel(model_id, model_id, manager(model_id)) for model_id in ("a", "b")])
     registry.get("a").manager.get()
     registry.get("b").manager.get()
-    assert threads == {"a": len(os.sched_getaffinity(0)), "b": 1}
+    ours = os.getpriority(os.PRIO_PROCESS, 0)
+    assert shares == {"a": (len(os.sched_getaffinity(0)), ours), "b": (1, BESIDE_OTHERS_NICENESS)}
 
 
 # -- bad settings, refused at start ----------------------------------------------------------------------------------

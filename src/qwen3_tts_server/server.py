@@ -85,7 +85,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             idle_timeout=settings.idle_timeout,
             describe=partial(prepare_loading, source),
             before_load=partial(lambda model_id: registry.make_room(model_id), model_id),
-            load_threads=partial(lambda model_id: registry.load_threads(model_id), model_id),
+            others_loaded=partial(lambda model_id: registry.others_loaded(model_id), model_id),
         )
         hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
     budget = settings.memory_budget_bytes()

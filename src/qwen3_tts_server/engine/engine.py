@@ -251,8 +251,11 @@ class Engine:
         return self._thread is not None
 
     def _model_loaded(self) -> None:
+        """On the loading thread, once the model is ready: its idle unload's timer. A job waiting for the model has
+        a thread already; none is started here, for it would inherit the load's CPU priority (`ModelManager`)."""
         with self._cv:
-            self._spawn()
+            if self._thread is None and self._unload_timer is None:
+                self._arm_unload()
 
     def _spawn(self) -> None:
         """Start the engine thread unless it runs, the engine is not started, or it has failed (call under _cv)."""

@@ -6,7 +6,6 @@ speech tokenizer that checkpoints share byte for byte is loaded once (`model.sha
 from __future__ import annotations
 
 import logging
-import os
 import threading
 import time
 from collections.abc import Callable, Collection, Iterator
@@ -193,13 +192,10 @@ class ModelRegistry:
                 found += [name for name in hosted.config.speakers if name not in found]
         return found
 
-    def load_threads(self, model_id: str) -> int:
-        """torch threads to load and warm up `model_id` with: one while another model is loaded, for it may be
-        serving and a second OpenMP pool beside its engine's slows its every step (`placement.py`); else every
-        core."""
-        if any(other.loaded for other in self.hosted if other.id != model_id):
-            return 1
-        return len(os.sched_getaffinity(0))
+    def others_loaded(self, model_id: str) -> bool:
+        """Whether a model other than `model_id` is loaded (or loading): `model_id` then loads on a small share
+        of the CPU (`ModelManager`)."""
+        return any(other.loaded for other in self.hosted if other.id != model_id)
 
     def make_room(self, model_id: str) -> None:
         """Before model `model_id` loads: unload least recently used idle models until it fits the budget; wait for
