@@ -236,25 +236,33 @@ def _make_preset_voices(args: argparse.Namespace) -> int:
 
 
 def _add_make_test_model(sub: argparse._SubParsersAction) -> None:
+    from .testing.random_asr_checkpoint import ASR_SIZES, ASR_TYPES
     from .testing.random_checkpoint import SIZES, TYPES
 
     p = sub.add_parser(
         "make-test-model",
         help="write a random-weight checkpoint in the official format",
-        description="Write a random-weight Qwen3-TTS checkpoint in the official on-disk format.",
+        description="Write a random-weight Qwen3-TTS, Qwen3-ASR or Qwen3-ForcedAligner checkpoint in the official "
+        "on-disk format.",
     )
     p.add_argument("directory", type=Path)
-    p.add_argument("--size", choices=SIZES, default="tiny")
-    p.add_argument("--type", dest="model_type", choices=TYPES, default="custom_voice")
+    p.add_argument("--size", choices=tuple(dict.fromkeys(SIZES + ASR_SIZES)), default="tiny")
+    p.add_argument("--type", dest="model_type", choices=TYPES + ASR_TYPES, default="custom_voice")
     p.add_argument("--seed", type=int, default=0)
     p.set_defaults(func=_make_test_model)
 
 
 def _make_test_model(args: argparse.Namespace) -> int:
+    from .testing.random_asr_checkpoint import ASR_TYPES, make_asr_test_model
     from .testing.random_checkpoint import make_test_model
 
     started = time.perf_counter()
-    path = make_test_model(args.directory, args.size, args.model_type, args.seed)
+    make = make_asr_test_model if args.model_type in ASR_TYPES else make_test_model
+    try:
+        path = make(args.directory, args.size, args.model_type, args.seed)
+    except ValueError as exc:  # a size that type does not come in
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     print(
         f"wrote {args.size} {args.model_type} checkpoint to {path} in {time.perf_counter() - started:.1f} s",
         file=sys.stderr,

@@ -55,6 +55,27 @@ ADDED_TOKENS = (
     "<|audio_pad|>",
 )
 NOT_SPECIAL = {"<tool_call>", "</tool_call>", "<tool_response>", "</tool_response>", "<think>", "</think>"}
+# Qwen3-ASR's: the same up to <tts_text_bos_single>, then its own audio markers; `<asr_text>` is not special (the
+# output is decoded without special tokens, and the tag must survive). The ForcedAligner adds `<timestamp>`.
+ASR_ADDED_TOKENS = (
+    *ADDED_TOKENS[:-1],
+    "<non_speech>",
+    "<|audio_pad|>",
+    *(f"<blank{i}>" for i in range(1, 28)),
+    "<asr_text>",
+)
+ALIGNER_ADDED_TOKENS = (*ASR_ADDED_TOKENS, "<timestamp>")
+ASR_NOT_SPECIAL = NOT_SPECIAL | {
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<non_speech>",
+    "<asr_text>",
+    "<timestamp>",
+}
 TEXT_VOCAB_SIZE = 151936  # embedding rows in the real checkpoints (the id space padded past the tokens)
 
 
@@ -139,7 +160,9 @@ def vocabulary_files() -> tuple[Path, Path]:
     return vocab_path, merges_path
 
 
-def tokenizer_config(first_added_id: int) -> dict:
+def tokenizer_config(
+    first_added_id: int, added: tuple[str, ...] = ADDED_TOKENS, not_special: set[str] = NOT_SPECIAL
+) -> dict:
     decoder = {
         str(first_added_id + i): {
             "content": content,
@@ -147,9 +170,9 @@ def tokenizer_config(first_added_id: int) -> dict:
             "normalized": False,
             "rstrip": False,
             "single_word": False,
-            "special": content not in NOT_SPECIAL,
+            "special": content not in not_special,
         }
-        for i, content in enumerate(ADDED_TOKENS)
+        for i, content in enumerate(added)
     }
     return {
         "tokenizer_class": "Qwen2Tokenizer",
@@ -167,5 +190,5 @@ def tokenizer_config(first_added_id: int) -> dict:
     }
 
 
-def added_token_id(content: str, first_added_id: int) -> int:
-    return first_added_id + ADDED_TOKENS.index(content)
+def added_token_id(content: str, first_added_id: int, added: tuple[str, ...] = ADDED_TOKENS) -> int:
+    return first_added_id + added.index(content)

@@ -1,0 +1,142 @@
+"""Record the official qwen-asr 0.0.6 outputs on this project's tiny Qwen3-ASR and ForcedAligner checkpoints as
+test fixtures.
+
+Run it in the ASR oracle environment (tools/asr_oracle_venv.sh DIR), from the repository root:
+
+    HF_HUB_OFFLINE=1 DIR/bin/python tools/make_asr_fixtures.py
+
+It builds the checkpoints with this project's `make_asr_test_model` (imported from src/) and writes
+tests/fixtures/asr/oracle.json: each checkpoint's hash and the official loader's verdict on it (missing,
+unexpected and mismatched weights), then for every case of tests/asr_cases.py the official prompt ids, generated
+ids, decoded and parsed output (transformers backend, CPU, float32, greedy), and for the aligner its input ids,
+the argmax at each timestamp slot and the repaired items; and tests/fixtures/asr/features.npz, the official
+log-mel features of each reference recording. The tests rebuild the checkpoints, check the hash and compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "src"))
+sys.path.insert(0, str(ROOT / "tests"))
+
+import torch  # noqa: E402
+from qwen_asr import Qwen3ASRModel, Qwen3ForcedAligner  # noqa: E402
+from qwen_asr.inference.utils import normalize_audio_input  # noqa: E402
+from transformers import AutoModel  # noqa: E402
+
+from asr_cases import ALIGN_CASES, ASR_CHECKPOINTS, ASR_FIXTURE_DIR, MAX_NEW_TOKENS, TRANSCRIBE_CASES  # noqa: E402
+from parity_cases import write_reference  # noqa: E402
+from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
+
+
+def loader_verdict(directory: Path) -> dict:
+    """What the official loader says of the checkpoint's weights (every list empty: it takes them as they are)."""
+    _, info = AutoModel.from_pretrained(str(directory), dtype=torch.float32, output_loading_info=True)
+    return {key: sorted(map(str, value)) for key, value in info.items()}
+
+
+def transcriptions(directory: Path, audio: dict[str, Path]) -> dict:
+    model = Qwen3ASRModel.from_pretrained(
+        str(directory), dtype=torch.float32, device_map="cpu", max_new_tokens=MAX_NEW_TOKENS
+    )
+    calls: list[dict] = []
+    generate = model.model.generate
+
+    def recording(**inputs):  # one batch of the transcribe() call
+        output = generate(**inputs)
+        prompt = inputs["input_ids"]
+        calls.append(
+            {
+                "input_ids": prompt.tolist(),
+                "generated_ids": output.sequences[:, prompt.shape[1] :].tolist(),
+                "feature_frames": inputs["feature_attention_mask"].sum(dim=1).tolist(),
+            }
+        )
+        return output
+
+    model.model.generate = recording
+    results = {}
+    for name, items in TRANSCRIBE_CASES.items():
+        calls.clear()
+        answers = model.transcribe(
+            audio=[str(audio[item["audio"]]) for item in items],
+            language=[item["language"] for item in items],
+            context=[item["context"] for item in items],
+        )
+        (call,) = calls
+        results[name] = {
+            **call,
+            "decoded": model.processor.batch_decode(
+                call["generated_ids"], skip_special_tokens=True, clean_up_tokenization_spaces=False
+            ),
+            "parsed": [{"language": answer.language, "text": answer.text} for answer in answers],
+        }
+    return results
+
+
+def alignments(directory: Path, audio: dict[str, Path]) -> dict:
+    aligner = Qwen3ForcedAligner.from_pretrained(str(directory), dtype=torch.float32, device_map="cpu")
+    seen: dict = {}
+    forward = aligner.model.thinker.forward
+
+    def recording(**inputs):  # align() runs one forward pass through the thinker
+        output = forward(**inputs)
+        slots = inputs["input_ids"] == aligner.timestamp_token_id
+        seen["input_ids"] = inputs["input_ids"].tolist()
+        seen["slot_classes"] = output.logits.argmax(dim=-1)[slots].tolist()
+        return output
+
+    aligner.model.thinker.forward = recording
+    results = {}
+    for name, case in ALIGN_CASES.items():
+        (result,) = aligner.align(audio=str(audio[case["audio"]]), text=case["text"], language=case["language"])
+        results[name] = {
+            **seen,
+            "items": [{"text": i.text, "start": i.start_time, "end": i.end_time} for i in result.items],
+        }
+    return results
+
+
+def main() -> None:
+    ASR_FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        names = {item["audio"] for items in TRANSCRIBE_CASES.values() for item in items}
+        names |= {case["audio"] for case in ALIGN_CASES.values()}
+        audio = {name: write_reference(root, name) for name in sorted(names)}
+        checkpoints = {name: make_asr_test_model(root / name, **spec) for name, spec in ASR_CHECKPOINTS.items()}
+        fixture = {
+            "checkpoints": {
+                name: {
+                    "sha256": hashlib.sha256((path / "model.safetensors").read_bytes()).hexdigest(),
+                    "loader": loader_verdict(path),
+                }
+                for name, path in checkpoints.items()
+            },
+            "transcribe": transcriptions(checkpoints["asr"], audio),
+            "align": alignments(checkpoints["forced_aligner"], audio),
+        }
+        processor = Qwen3ASRModel.from_pretrained(str(checkpoints["asr"]), device_map="cpu").processor
+        features = {}
+        for name, path in audio.items():
+            wave = normalize_audio_input(str(path))  # mono, 16 kHz, as transcribe() hands it on
+            extracted = processor.feature_extractor(
+                wave, sampling_rate=16000, padding=True, truncation=False, return_attention_mask=True
+            )  # the processor's own audio settings
+            frames = int(np.sum(extracted["attention_mask"][0]))
+            features[name] = np.asarray(extracted["input_features"][0], dtype=np.float32)[:, :frames]
+    (ASR_FIXTURE_DIR / "oracle.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
+    np.savez_compressed(ASR_FIXTURE_DIR / "features.npz", **features)
+    print(f"wrote {ASR_FIXTURE_DIR}")
+
+
+if __name__ == "__main__":
+    main()
