@@ -31,3 +31,46 @@ ALIGN_CASES = {
     },
     "chinese": {"audio": "ref_22k_mono.wav", "text": "我想让你模仿这个声音说话。", "language": "Chinese"},
 }
+
+# Decoded outputs read by the official parse_asr_output: (decoded, forced language).
+PARSE_CASES = [
+    ("language English<asr_text>Hello there.", None),
+    ("language cHINese<asr_text> 你好。 ", None),
+    ("language None<asr_text>", None),
+    ("language None<asr_text>stray words", None),
+    ("noise first\nlanguage German\n<asr_text>Guten Tag", None),
+    ("language <asr_text>no name", None),
+    ("just text, no tag", None),
+    ("language English<asr_text>forced anyway", "French"),
+    ("   ", None),
+    ("language English<asr_text>" + "a" * 19 + "b" * 20 + "c" * 21 + "d" * 40, None),
+    ("language English<asr_text>" + "ha" * 19 + " and " + "ho" * 20 + " then " + "hey " * 33, None),
+    ("language Chinese<asr_text>" + "好的" * 30 + "结束" + "对" * 25, None),
+    ("language English<asr_text>" + "the end of it " * 21 + "x", None),
+    ("language English" * 22 + "<asr_text>looped header", None),
+    ("language English<asr_text>" + "abcdefghijklmnopqrstuv" * 25, None),
+]
+MERGE_CASES = [["Chinese", "English", "English", "", "Chinese"], ["", ""], ["English"]]
+
+
+def split_wave(seconds: float, quiet: list[tuple[float, float]], rate: int = 16000):
+    """A deterministic clip for the long-audio split (integer arithmetic, then exact float32 scaling, so both
+    environments build the same samples): a buzz, a hundredth as loud inside the `quiet` spans (seconds)."""
+    import numpy as np
+
+    index = np.arange(int(seconds * rate), dtype=np.int64)
+    wave = ((index * 7919) % 2001 - 1000).astype(np.float32) / np.float32(1000)
+    for start, end in quiet:
+        wave[int(start * rate) : int(end * rate)] *= np.float32(0.01)
+    return wave
+
+
+# (seconds, quiet spans, the longest part's seconds): split as the official split_audio_into_chunks does.
+SPLIT_CASES = {
+    "whole": (2.0, [], 3.0),
+    "quiet_gaps": (10.3, [(2.2, 2.5), (5.9, 6.4)], 3.0),
+    "no_gap": (9.0, [], 3.0),
+    "short_tail": (6.2, [(1.0, 1.1)], 3.0),
+    "silence": (7.0, [(0.0, 7.0)], 3.0),
+    "longer_parts": (30.0, [(7.0, 7.3), (14.5, 14.8), (23.9, 24.2)], 8.0),
+}

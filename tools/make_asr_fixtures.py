@@ -29,10 +29,25 @@ sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
 from qwen_asr import Qwen3ASRModel, Qwen3ForcedAligner  # noqa: E402
-from qwen_asr.inference.utils import normalize_audio_input  # noqa: E402
+from qwen_asr.inference.utils import (  # noqa: E402
+    merge_languages,
+    normalize_audio_input,
+    parse_asr_output,
+    split_audio_into_chunks,
+)
 from transformers import AutoModel  # noqa: E402
 
-from asr_cases import ALIGN_CASES, ASR_CHECKPOINTS, ASR_FIXTURE_DIR, MAX_NEW_TOKENS, TRANSCRIBE_CASES  # noqa: E402
+from asr_cases import (  # noqa: E402
+    ALIGN_CASES,
+    ASR_CHECKPOINTS,
+    ASR_FIXTURE_DIR,
+    MAX_NEW_TOKENS,
+    MERGE_CASES,
+    PARSE_CASES,
+    SPLIT_CASES,
+    TRANSCRIBE_CASES,
+    split_wave,
+)
 from parity_cases import write_reference  # noqa: E402
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
 
@@ -123,6 +138,15 @@ def main() -> None:
             },
             "transcribe": transcriptions(checkpoints["asr"], audio),
             "align": alignments(checkpoints["forced_aligner"], audio),
+            "parse": [list(parse_asr_output(decoded, forced)) for decoded, forced in PARSE_CASES],
+            "merge": [merge_languages(languages) for languages in MERGE_CASES],
+            "split": {
+                name: [
+                    {"samples": len(part), "offset": offset, "end_sample": int(np.sum(np.abs(part) > 0))}
+                    for part, offset in split_audio_into_chunks(split_wave(seconds, quiet), 16000, longest)
+                ]
+                for name, (seconds, quiet, longest) in SPLIT_CASES.items()
+            },
         }
         processor = Qwen3ASRModel.from_pretrained(str(checkpoints["asr"]), device_map="cpu").processor
         features = {}
