@@ -7,6 +7,8 @@ from pathlib import Path
 
 ASR_FIXTURE_DIR = Path(__file__).parent / "fixtures" / "asr"
 MAX_NEW_TOKENS = 32
+ENCODER_CUT_CLIP = "ref_16k_mono.wav"  # its first frames, encoded alone: a clip under one chunk, a padded tail
+ENCODER_CUTS = (60, 150)
 
 ASR_CHECKPOINTS = {
     "asr": {"size": "tiny", "model_type": "asr", "seed": 0},

@@ -9,8 +9,10 @@ It builds the checkpoints with this project's `make_asr_test_model` (imported fr
 tests/fixtures/asr/oracle.json: each checkpoint's hash and the official loader's verdict on it (missing,
 unexpected and mismatched weights), then for every case of tests/asr_cases.py the official prompt ids, generated
 ids, decoded and parsed output (transformers backend, CPU, float32, greedy), and for the aligner its input ids,
-the argmax at each timestamp slot and the repaired items; and tests/fixtures/asr/features.npz, the official
-log-mel features of each reference recording. The tests rebuild the checkpoints, check the hash and compare.
+the argmax at each timestamp slot and the repaired items; tests/fixtures/asr/features.npz, the official log-mel
+features of each reference recording; and tests/fixtures/asr/encoder.npz, the official audio encoder's output for
+those features (and for the first 60 and 150 frames of one: a clip under one chunk, and one with a padded tail).
+The tests rebuild the checkpoints, check the hash and compare.
 """
 
 from __future__ import annotations
@@ -41,6 +43,8 @@ from asr_cases import (  # noqa: E402
     ALIGN_CASES,
     ASR_CHECKPOINTS,
     ASR_FIXTURE_DIR,
+    ENCODER_CUT_CLIP,
+    ENCODER_CUTS,
     MAX_NEW_TOKENS,
     MERGE_CASES,
     PARSE_CASES,
@@ -148,7 +152,8 @@ def main() -> None:
                 for name, (seconds, quiet, longest) in SPLIT_CASES.items()
             },
         }
-        processor = Qwen3ASRModel.from_pretrained(str(checkpoints["asr"]), device_map="cpu").processor
+        official = Qwen3ASRModel.from_pretrained(str(checkpoints["asr"]), dtype=torch.float32, device_map="cpu")
+        processor = official.processor
         features = {}
         for name, path in audio.items():
             wave = normalize_audio_input(str(path))  # mono, 16 kHz, as transcribe() hands it on
@@ -157,8 +162,17 @@ def main() -> None:
             )  # the processor's own audio settings
             frames = int(np.sum(extracted["attention_mask"][0]))
             features[name] = np.asarray(extracted["input_features"][0], dtype=np.float32)[:, :frames]
+        cut = features[ENCODER_CUT_CLIP]
+        clips = {**features, **{f"{ENCODER_CUT_CLIP}:{frames}": cut[:, :frames] for frames in ENCODER_CUTS}}
+        encoded = {}
+        with torch.no_grad():
+            for key, mel in clips.items():
+                tower = official.model.thinker.audio_tower
+                output = tower(torch.from_numpy(np.ascontiguousarray(mel)), feature_lens=torch.tensor([mel.shape[1]]))
+                encoded[key] = output.last_hidden_state.numpy()
     (ASR_FIXTURE_DIR / "oracle.json").write_text(json.dumps(fixture, indent=1, ensure_ascii=False) + "\n")
     np.savez_compressed(ASR_FIXTURE_DIR / "features.npz", **features)
+    np.savez_compressed(ASR_FIXTURE_DIR / "encoder.npz", **encoded)
     print(f"wrote {ASR_FIXTURE_DIR}")
 
 

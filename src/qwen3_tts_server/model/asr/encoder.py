@@ -1,0 +1,156 @@
+"""Qwen3-ASR's audio encoder (docs/asr_reference.md, section e): log-mel frames in 1 s chunks through three stride-2
+convolutions, 13 tokens a second with positions restarting in every chunk, transformer layers attending within
+8 s blocks, then a projection to the decoder's width. One clip at a time, as the official code encodes them: a
+chunk's zero padding reaches its last tokens through the convolutions, so a clip's tokens depend on its own chunking
+only.
+
+The blocks are the ones the official flash-attention and vLLM paths attend within. Its CPU path (sdpa) attends
+across the whole clip instead, so for clips over 8 s (104 tokens) the two official paths differ, and this one
+follows the blocks."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+CHUNK_TOKENS = 13  # tokens of a whole chunk (100 mel frames) after the convolutions
+
+
+@dataclass(frozen=True)
+class AudioEncoderConfig:
+    mel_bins: int
+    width: int  # d_model
+    layers: int
+    heads: int
+    ffn: int
+    conv_channels: int  # downsample_hidden_size
+    output_width: int  # the decoder's hidden size
+    window: int  # n_window: a chunk is 2 * window mel frames
+    window_infer: int  # n_window_infer: mel frames of an attention block
+    max_positions: int
+
+    @classmethod
+    def parse(cls, audio_config: dict[str, Any]) -> AudioEncoderConfig:
+        return cls(
+            mel_bins=audio_config["num_mel_bins"],
+            width=audio_config["d_model"],
+            layers=audio_config["encoder_layers"],
+            heads=audio_config["encoder_attention_heads"],
+            ffn=audio_config["encoder_ffn_dim"],
+            conv_channels=audio_config["downsample_hidden_size"],
+            output_width=audio_config["output_dim"],
+            window=audio_config["n_window"],
+            window_infer=audio_config["n_window_infer"],
+            max_positions=audio_config["max_source_positions"],
+        )
+
+    @property
+    def chunk_frames(self) -> int:
+        return 2 * self.window
+
+
+def chunk_tokens(frames: int) -> int:
+    """Tokens three stride-2 convolutions (kernel 3, padding 1) leave of `frames` mel frames."""
+    for _ in range(3):
+        frames = (frames + 1) // 2
+    return frames
+
+
+def audio_tokens(frames: int, chunk_frames: int = 100) -> int:
+    """The tokens of a clip of `frames` mel frames: 13 a whole chunk, and the tail chunk's own. The prompt holds
+    this many audio placeholders."""
+    return (frames // chunk_frames) * chunk_tokens(chunk_frames) + chunk_tokens(frames % chunk_frames)
+
+
+def sinusoid_positions(length: int, channels: int) -> torch.Tensor:
+    """[length, channels]: sines of every position at geometrically spaced rates from 1 to 1/10000, then the cosines
+    (float32, computed in the order the official table is)."""
+    rates = torch.exp(-(math.log(10000) / (channels // 2 - 1)) * torch.arange(channels // 2).float())
+    angles = torch.arange(length)[:, None] * rates[None, :]
+    return torch.cat([torch.sin(angles), torch.cos(angles)], dim=1)
+
+
+class EncoderAttention(nn.Module):
+    def __init__(self, width: int, heads: int):
+        super().__init__()
+        self.heads = heads
+        self.q_proj = nn.Linear(width, width)
+        self.k_proj = nn.Linear(width, width)
+        self.v_proj = nn.Linear(width, width)
+        self.out_proj = nn.Linear(width, width)
+
+    def forward(self, hidden: torch.Tensor, blocks: list[int]) -> torch.Tensor:
+        """Bidirectional attention of [tokens, width] within consecutive blocks of the given lengths."""
+        tokens, width = hidden.shape
+
+        def heads_first(states: torch.Tensor) -> torch.Tensor:
+            return states.reshape(tokens, self.heads, -1).transpose(0, 1).unsqueeze(0)
+
+        query, key, value = (heads_first(projection(hidden)) for projection in (self.q_proj, self.k_proj, self.v_proj))
+        scale = (width // self.heads) ** -0.5
+        outputs = [
+            F.scaled_dot_product_attention(q, k, v, scale=scale)
+            for q, k, v in zip(query.split(blocks, 2), key.split(blocks, 2), value.split(blocks, 2), strict=True)
+        ]
+        attended = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+        return self.out_proj(attended.squeeze(0).transpose(0, 1).reshape(tokens, width))
+
+
+class EncoderLayer(nn.Module):
+    def __init__(self, config: AudioEncoderConfig):
+        super().__init__()
+        self.self_attn = EncoderAttention(config.width, config.heads)
+        self.self_attn_layer_norm = nn.LayerNorm(config.width)
+        self.fc1 = nn.Linear(config.width, config.ffn)
+        self.fc2 = nn.Linear(config.ffn, config.width)
+        self.final_layer_norm = nn.LayerNorm(config.width)
+
+    def forward(self, hidden: torch.Tensor, blocks: list[int]) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden), blocks)
+        hidden = hidden + self.fc2(F.gelu(self.fc1(self.final_layer_norm(hidden))))
+        if hidden.dtype == torch.float16:  # as the official layer keeps float16 finite
+            limit = torch.finfo(torch.float16).max - 1000
+            hidden = hidden.clamp(-limit, limit)
+        return hidden
+
+
+class AudioEncoder(nn.Module):
+    """Keyed as the checkpoint's `thinker.audio_tower.*`."""
+
+    def __init__(self, config: AudioEncoderConfig):
+        super().__init__()
+        self.config = config
+        channels = config.conv_channels
+        self.conv2d1 = nn.Conv2d(1, channels, 3, 2, padding=1)
+        self.conv2d2 = nn.Conv2d(channels, channels, 3, 2, padding=1)
+        self.conv2d3 = nn.Conv2d(channels, channels, 3, 2, padding=1)
+        self.conv_out = nn.Linear(channels * chunk_tokens(config.mel_bins), config.width, bias=False)
+        self.layers = nn.ModuleList(EncoderLayer(config) for _ in range(config.layers))
+        self.ln_post = nn.LayerNorm(config.width)
+        self.proj1 = nn.Linear(config.width, config.width)
+        self.proj2 = nn.Linear(config.width, config.output_width)
+        self.register_buffer("positions", sinusoid_positions(config.max_positions, config.width), persistent=False)
+
+    def forward(self, features: torch.Tensor) -> torch.Tensor:
+        """[mel bins, frames] of one clip -> [audio_tokens(frames), output width]."""
+        size = self.config.chunk_frames
+        chunks = list(features.T.split(size))  # [frames, mel] pieces; the last may be shorter
+        longest = max(len(chunk) for chunk in chunks)  # a clip over one chunk pads its tail chunk to a whole one
+        padded = torch.stack([F.pad(chunk, (0, 0, 0, longest - len(chunk))) for chunk in chunks])
+        hidden = padded.transpose(1, 2).unsqueeze(1)  # [chunks, 1, mel, frames]
+        for conv in (self.conv2d1, self.conv2d2, self.conv2d3):
+            hidden = F.gelu(conv(hidden))
+        count, channels, bands, steps = hidden.shape
+        hidden = self.conv_out(hidden.permute(0, 3, 1, 2).reshape(count, steps, channels * bands))
+        hidden = hidden + self.positions[:steps].to(hidden.dtype)
+        hidden = torch.cat([tokens[: chunk_tokens(len(chunk))] for tokens, chunk in zip(hidden, chunks, strict=True)])
+        block = steps * (self.config.window_infer // size)  # 8 s of tokens (fewer for a clip under a chunk)
+        blocks = [block] * (len(hidden) // block) + ([len(hidden) % block] if len(hidden) % block else [])
+        for layer in self.layers:
+            hidden = layer(hidden, blocks)
+        return self.proj2(F.gelu(self.proj1(self.ln_post(hidden))))
