@@ -48,6 +48,7 @@ from asr_cases import (  # noqa: E402
     MAX_NEW_TOKENS,
     MERGE_CASES,
     PARSE_CASES,
+    REPAIR_CASES,
     SPLIT_CASES,
     TRANSCRIBE_CASES,
     split_wave,
@@ -121,6 +122,7 @@ def alignments(directory: Path, audio: dict[str, Path]) -> dict:
             **seen,
             "items": [{"text": i.text, "start": i.start_time, "end": i.end_time} for i in result.items],
         }
+    results["repair"] = [aligner.aligner_processor.fix_timestamp(np.array(case)) for case in REPAIR_CASES]
     return results
 
 
