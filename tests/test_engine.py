@@ -299,6 +299,28 @@ def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoi
         engine.stop()
 
 
+def test_an_idle_timeout_shorter_than_the_linger_unloads_on_time(checkpoint_dirs, models, monkeypatch):
+    import qwen3_tts_server.engine.engine as engine_module
+    from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
+    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+
+    monkeypatch.setattr(engine_module, "IDLE_THREAD_LINGER", 30.0)
+    manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=0.3)
+    engine = Engine(manager).start()
+
+    async def scenario():
+        await collect(engine.submit(job_for(models["custom_voice"], REQUESTS[0], _greedy_defaults(), max_frames=2)))
+        finished = time.monotonic()
+        while manager.state is not ModelState.UNLOADED and time.monotonic() - finished < 10:
+            await asyncio.sleep(0.02)
+        assert manager.state is ModelState.UNLOADED and time.monotonic() - finished < 5  # not after the linger
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        engine.stop()
+
+
 def _greedy_defaults():
     from qwen3_tts_server.model.sampling import SamplingParams
 

@@ -465,14 +465,21 @@ class Engine:
 
     def _wait_idle(self) -> None:
         """Sleep until work arrives (or a paused stream's client could count as stalled), or, with no row held,
-        until the thread has lingered long enough to end (`_serve`); never ending while paused rows hold their
-        place."""
+        until the thread has lingered long enough to end (`_serve`) or the model has been idle for its timeout
+        (then unloaded here); never ending or unloading while paused rows hold their place."""
         if self._active:
             now = time.monotonic()
             checks = [h.clock.stall_check_in(now) for h in self._active.values()]
             self._cv.wait(timeout=min((c for c in checks if c is not None), default=None))
             return
-        remaining = IDLE_THREAD_LINGER - self.models.idle_for()
+        models = self.models
+        if models.idle_timeout and models.idle_for() >= models.idle_timeout:  # a timeout shorter than the linger
+            if models.unload_if_idle():
+                self.generator = None
+            return
+        remaining = IDLE_THREAD_LINGER - models.idle_for()
+        if models.idle_timeout:
+            remaining = min(remaining, models.idle_timeout - models.idle_for())
         if remaining > 0:
             self._cv.wait(timeout=remaining)
 
