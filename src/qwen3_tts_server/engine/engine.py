@@ -406,8 +406,9 @@ class Engine:
                 idle = not (self._interactive or self._batch or self.active)
                 release, self._release = self._release, None
                 if release is not None:  # a memory budget makes room for another model
-                    if self.idle and self.models.unload():
-                        self.generator = None
+                    if self.idle:
+                        self.generator = None  # first: it holds the model's weights
+                        self.models.unload()
                     release.set()
                 elif idle and not self._nudged and self.models.loaded is not None:
                     self._wait_idle()
@@ -474,8 +475,8 @@ class Engine:
             return
         models = self.models
         if models.idle_timeout and models.idle_for() >= models.idle_timeout:  # a timeout shorter than the linger
-            if models.unload_if_idle():
-                self.generator = None
+            self.generator = None  # first: it holds the model's weights, and an unloaded model has none
+            models.unload_if_idle()
             return
         remaining = IDLE_THREAD_LINGER - models.idle_for()
         if models.idle_timeout:
