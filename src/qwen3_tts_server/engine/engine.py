@@ -274,6 +274,12 @@ class Engine:
             self._unload_timer.daemon = True
             self._unload_timer.start()
 
+    def _unload(self) -> None:
+        """Unload the model now, its frame generator first: the generator holds the model's weights, and a probe
+        that sees the model unloaded must not find them held (call under _cv, with no work in flight)."""
+        self.generator = None
+        self.models.unload()
+
     def _cancel_unload(self) -> None:
         if self._unload_timer is not None:
             self._unload_timer.cancel()
@@ -304,8 +310,7 @@ class Engine:
                 return self.models.loaded is None
             if self._thread is None:
                 self._cancel_unload()
-                self.generator = None
-                self.models.unload()
+                self._unload()
                 return self.models.loaded is None
             done = self._release = threading.Event()
             self._cv.notify()
@@ -407,8 +412,7 @@ class Engine:
                 release, self._release = self._release, None
                 if release is not None:  # a memory budget makes room for another model
                     if self.idle:
-                        self.generator = None  # first: it holds the model's weights
-                        self.models.unload()
+                        self._unload()
                     release.set()
                 elif idle and not self._nudged and self.models.loaded is not None:
                     self._wait_idle()
@@ -475,8 +479,7 @@ class Engine:
             return
         models = self.models
         if models.idle_timeout and models.idle_for() >= models.idle_timeout:  # a timeout shorter than the linger
-            self.generator = None  # first: it holds the model's weights, and an unloaded model has none
-            models.unload_if_idle()
+            self._unload()
             return
         remaining = IDLE_THREAD_LINGER - models.idle_for()
         if models.idle_timeout:

@@ -65,13 +65,9 @@ ASR_ADDED_TOKENS = (
     "<asr_text>",
 )
 ALIGNER_ADDED_TOKENS = (*ASR_ADDED_TOKENS, "<timestamp>")
+# ...and its fill-in-the-middle and repository markers (<|fim_prefix|> to <|file_sep|>) are not special either.
 ASR_NOT_SPECIAL = NOT_SPECIAL | {
-    "<|fim_prefix|>",
-    "<|fim_middle|>",
-    "<|fim_suffix|>",
-    "<|fim_pad|>",
-    "<|repo_name|>",
-    "<|file_sep|>",
+    *ADDED_TOKENS[ADDED_TOKENS.index("<|fim_prefix|>") : ADDED_TOKENS.index("<tool_response>")],
     "<non_speech>",
     "<asr_text>",
     "<timestamp>",
