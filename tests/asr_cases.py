@@ -12,18 +12,58 @@ ENCODER_CUTS = (60, 150)
 
 ASR_CHECKPOINTS = {
     "asr": {"size": "tiny", "model_type": "asr", "seed": 0},
+    "asr_small": {"size": "small", "model_type": "asr", "seed": 1},  # another seed, wider, an untied head
     "forced_aligner": {"size": "tiny", "model_type": "forced_aligner", "seed": 0},
 }
+TRANSCRIBERS = ("asr", "asr_small")  # every transcription case is recorded with each
 
-# One official transcribe() call each: the audio (parity_cases.write_reference), language and context per item.
+# Recordings beside parity_cases.REFERENCES, written by `write_asr_clip`: (sample rate, channels, soundfile subtype,
+# seconds); "silence" ones are all zeros.
+ASR_CLIPS = {
+    "phone_8k_mulaw.wav": (8000, 1, "ULAW", 2.6),
+    "short_16k.wav": (16000, 1, "PCM_16", 0.3),
+    "silence_16k.wav": (16000, 1, "PCM_16", 1.5),
+    "long_16k.flac": (16000, 1, "PCM_16", 200.0),  # 2,600 audio tokens: 25 attention blocks of 8 s
+}
+
+
+def write_asr_clip(path: Path, name: str) -> Path:
+    """A recording of ASR_CLIPS or parity_cases.REFERENCES, written to `path`."""
+    from parity_cases import write_reference
+
+    if name not in ASR_CLIPS:
+        return write_reference(path, name)
+    if not name.startswith("silence"):
+        return write_reference(path, name, ASR_CLIPS[name])
+    import numpy as np
+    import soundfile as sf
+
+    rate, channels, subtype, seconds = ASR_CLIPS[name]
+    sf.write(path / name, np.zeros((int(rate * seconds), channels), dtype=np.float32), rate, subtype=subtype)
+    return path / name
+
+
+# One official transcribe() call each: the audio, language and context per item.
 TRANSCRIBE_CASES = {
     "plain": [{"audio": "ref_16k_mono.wav", "language": None, "context": ""}],
     "forced_english_with_context": [{"audio": "ref_16k_mono.wav", "language": "English", "context": "Qwen, Alibaba"}],
     "resampled_chinese": [{"audio": "ref_22k_mono.wav", "language": "Chinese", "context": ""}],
+    "forced_japanese": [{"audio": "ref_16k_mono.wav", "language": "Japanese", "context": "東京での会議、議事録"}],
+    "forced_korean": [{"audio": "ref_22k_mono.wav", "language": "Korean", "context": "서울 회의"}],
+    "mixed_context": [{"audio": "ref_44k_stereo.wav", "language": None, "context": "Qwen3 模型 テスト 한국어 mixed"}],
+    "phone_mulaw": [{"audio": "phone_8k_mulaw.wav", "language": None, "context": ""}],
+    "short": [{"audio": "short_16k.wav", "language": None, "context": ""}],
+    "silence": [{"audio": "silence_16k.wav", "language": None, "context": ""}],
+    "long": [{"audio": "long_16k.flac", "language": "English", "context": ""}],
     "batch": [
         {"audio": "ref_16k_mono.wav", "language": None, "context": ""},
         {"audio": "ref_44k_stereo.wav", "language": "English", "context": "Short stereo sample."},
     ],
+}
+# Official transcribe(return_time_stamps=True) calls, the tiny transcriber with the tiny aligner.
+TIMESTAMP_CASES = {
+    "english": {"audio": "ref_16k_mono.wav", "language": "English"},
+    "chinese": {"audio": "ref_22k_mono.wav", "language": "Chinese"},
 }
 ALIGN_CASES = {
     "english": {

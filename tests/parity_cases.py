@@ -151,12 +151,13 @@ def checkpoint_digest(directory: Path) -> str:
     return digest.hexdigest()
 
 
-def write_reference(path: Path, name: str) -> Path:
+def write_reference(path: Path, name: str, spec: tuple[int, int, str, float] | None = None) -> Path:
     """A deterministic speech-like reference: a gliding harmonic tone under a syllable-rate envelope,
-    breath noise, and quiet gaps; written with soundfile so both environments read the same bytes."""
+    breath noise, and quiet gaps; written with soundfile so both environments read the same bytes. `spec`
+    (sample rate, channels, subtype, seconds) for a recording not among REFERENCES."""
     import soundfile as sf
 
-    rate, channels, subtype, seconds = REFERENCES[name]
+    rate, channels, subtype, seconds = spec or REFERENCES[name]
     rng = np.random.default_rng(sum(name.encode()))
     t = np.arange(int(rate * seconds)) / rate
     pitch = 140 + 40 * np.sin(2 * np.pi * 0.7 * t)

@@ -13,6 +13,11 @@ the argmax at each timestamp slot and the repaired items; tests/fixtures/asr/fea
 features of each reference recording; and tests/fixtures/asr/encoder.npz, the official audio encoder's output for
 those features (and for the first 60 and 150 frames of one: a clip under one chunk, and one with a padded tail).
 The tests rebuild the checkpoints, check the hash and compare.
+
+The audio encoder attends within 8 s blocks on the official flash-attention and vLLM paths, across the whole clip
+on its CPU (sdpa) path (docs/asr_reference.md, section e). The recording takes the blocks: the audio tower's
+attention is the official sdpa attention run within each block its flash-attention call is given (`cu_seqlens`),
+which is what that kernel computes. Clips up to 8 s are the same either way.
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ sys.path.insert(0, str(ROOT / "src"))
 sys.path.insert(0, str(ROOT / "tests"))
 
 import torch  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 from qwen_asr import Qwen3ASRModel, Qwen3ForcedAligner  # noqa: E402
 from qwen_asr.inference.utils import (  # noqa: E402
     merge_languages,
@@ -37,7 +43,7 @@ from qwen_asr.inference.utils import (  # noqa: E402
     parse_asr_output,
     split_audio_into_chunks,
 )
-from transformers import AutoModel  # noqa: E402
+from transformers import AttentionInterface, AutoModel  # noqa: E402
 
 from asr_cases import (  # noqa: E402
     ALIGN_CASES,
@@ -50,11 +56,39 @@ from asr_cases import (  # noqa: E402
     PARSE_CASES,
     REPAIR_CASES,
     SPLIT_CASES,
+    TIMESTAMP_CASES,
     TRANSCRIBE_CASES,
+    TRANSCRIBERS,
     split_wave,
+    write_asr_clip,
 )
-from parity_cases import write_reference  # noqa: E402
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
+
+FEATURE_SECONDS = 10.0  # features.npz keeps the clips up to this long (the long one's features are 10 MB)
+BLOCK_ATTENTION = "asr_blocks"
+
+
+def block_attention(module, query, key, value, attention_mask, scaling=None, cu_seq_lens_q=None, **kwargs):
+    """The flash-attention call of the audio tower, [1, heads, tokens, dim] -> [1, tokens, heads, dim]: sdpa within
+    each block of `cu_seq_lens_q`."""
+    bounds = cu_seq_lens_q.tolist()
+    blocks = [
+        F.scaled_dot_product_attention(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], scale=scaling)
+        for a, b in zip(bounds[:-1], bounds[1:], strict=True)
+    ]
+    return torch.cat(blocks, dim=2).transpose(1, 2).contiguous(), None
+
+
+AttentionInterface.register(BLOCK_ATTENTION, block_attention)
+
+
+def with_block_attention(thinker):
+    """The thinker, its audio tower attending within blocks (the decoder keeps sdpa)."""
+    thinker.audio_tower.config._attn_implementation = BLOCK_ATTENTION
+    for layer in thinker.audio_tower.layers:
+        assert layer.self_attn.config._attn_implementation == BLOCK_ATTENTION
+    assert thinker.model.config._attn_implementation == "sdpa"
+    return thinker
 
 
 def loader_verdict(directory: Path) -> dict:
@@ -67,6 +101,7 @@ def transcriptions(directory: Path, audio: dict[str, Path]) -> dict:
     model = Qwen3ASRModel.from_pretrained(
         str(directory), dtype=torch.float32, device_map="cpu", max_new_tokens=MAX_NEW_TOKENS
     )
+    with_block_attention(model.model.thinker)
     calls: list[dict] = []
     generate = model.model.generate
 
@@ -102,8 +137,34 @@ def transcriptions(directory: Path, audio: dict[str, Path]) -> dict:
     return results
 
 
+def timestamped(directory: Path, aligner_directory: Path, audio: dict[str, Path]) -> dict:
+    model = Qwen3ASRModel.from_pretrained(
+        str(directory),
+        dtype=torch.float32,
+        device_map="cpu",
+        max_new_tokens=MAX_NEW_TOKENS,
+        forced_aligner=str(aligner_directory),
+        forced_aligner_kwargs={"dtype": torch.float32, "device_map": "cpu"},
+    )
+    with_block_attention(model.model.thinker)
+    with_block_attention(model.forced_aligner.model.thinker)
+    results = {}
+    for name, case in TIMESTAMP_CASES.items():
+        (answer,) = model.transcribe(
+            audio=str(audio[case["audio"]]), language=case["language"], return_time_stamps=True
+        )
+        items = answer.time_stamps.items if answer.time_stamps is not None else []
+        results[name] = {
+            "language": answer.language,
+            "text": answer.text,
+            "items": [{"text": i.text, "start": i.start_time, "end": i.end_time} for i in items],
+        }
+    return results
+
+
 def alignments(directory: Path, audio: dict[str, Path]) -> dict:
     aligner = Qwen3ForcedAligner.from_pretrained(str(directory), dtype=torch.float32, device_map="cpu")
+    with_block_attention(aligner.model.thinker)
     seen: dict = {}
     forward = aligner.model.thinker.forward
 
@@ -131,8 +192,8 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
         names = {item["audio"] for items in TRANSCRIBE_CASES.values() for item in items}
-        names |= {case["audio"] for case in ALIGN_CASES.values()}
-        audio = {name: write_reference(root, name) for name in sorted(names)}
+        names |= {case["audio"] for case in (*ALIGN_CASES.values(), *TIMESTAMP_CASES.values())}
+        audio = {name: write_asr_clip(root, name) for name in sorted(names)}
         checkpoints = {name: make_asr_test_model(root / name, **spec) for name, spec in ASR_CHECKPOINTS.items()}
         fixture = {
             "checkpoints": {
@@ -142,7 +203,8 @@ def main() -> None:
                 }
                 for name, path in checkpoints.items()
             },
-            "transcribe": transcriptions(checkpoints["asr"], audio),
+            "transcribe": {name: transcriptions(checkpoints[name], audio) for name in TRANSCRIBERS},
+            "timestamps": timestamped(checkpoints["asr"], checkpoints["forced_aligner"], audio),
             "align": alignments(checkpoints["forced_aligner"], audio),
             "parse": [list(parse_asr_output(decoded, forced)) for decoded, forced in PARSE_CASES],
             "merge": [merge_languages(languages) for languages in MERGE_CASES],
@@ -155,10 +217,13 @@ def main() -> None:
             },
         }
         official = Qwen3ASRModel.from_pretrained(str(checkpoints["asr"]), dtype=torch.float32, device_map="cpu")
+        with_block_attention(official.model.thinker)
         processor = official.processor
         features = {}
         for name, path in audio.items():
             wave = normalize_audio_input(str(path))  # mono, 16 kHz, as transcribe() hands it on
+            if len(wave) > FEATURE_SECONDS * 16000:
+                continue
             extracted = processor.feature_extractor(
                 wave, sampling_rate=16000, padding=True, truncation=False, return_attention_mask=True
             )  # the processor's own audio settings

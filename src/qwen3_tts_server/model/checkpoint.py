@@ -6,7 +6,7 @@ import hashlib
 import json
 import os
 import struct
-from collections.abc import Collection
+from collections.abc import Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -30,8 +30,9 @@ REQUIRED_FILES = (
 )
 
 
-def resolve_checkpoint(name_or_path: str | os.PathLike) -> Path:
-    """A local directory as it is, or a hub id downloaded (or found in the cache when HF_HUB_OFFLINE=1)."""
+def resolve_checkpoint(name_or_path: str | os.PathLike, required: Sequence[str] = REQUIRED_FILES) -> Path:
+    """A local directory as it is, or a hub id downloaded (or found in the cache when HF_HUB_OFFLINE=1), holding
+    the `required` files (a TTS checkpoint's by default)."""
     path = Path(name_or_path).expanduser()
     if path.is_dir():
         directory = path
@@ -41,7 +42,7 @@ def resolve_checkpoint(name_or_path: str | os.PathLike) -> Path:
         raise CheckpointError(f"checkpoint directory {name_or_path} does not exist (nor is it a hub id like Org/Name)")
     else:
         directory = _download(str(name_or_path))
-    missing = [name for name in REQUIRED_FILES if not (directory / name).is_file()]
+    missing = [name for name in required if not (directory / name).is_file()]
     if missing:
         raise CheckpointError(f"checkpoint {directory} is missing {', '.join(missing)}")
     return directory
@@ -72,46 +73,66 @@ def read_json(path: Path) -> dict[str, Any]:
         raise CheckpointError(f"cannot read {path}: {exc}") from exc
 
 
+def weight_files(directory: Path) -> list[Path]:
+    """The safetensors files of a checkpoint: `model.safetensors`, or the shards its index names."""
+    index = directory / "model.safetensors.index.json"
+    if not (directory / "model.safetensors").is_file() and index.is_file():
+        try:
+            shards = sorted(set(read_json(index)["weight_map"].values()))
+        except (KeyError, AttributeError) as exc:
+            raise CheckpointError(f"{index} has no weight_map") from exc
+        missing = [name for name in shards if not (directory / name).is_file()]
+        if missing:
+            raise CheckpointError(f"checkpoint {directory} is missing {', '.join(missing)}")
+        return [directory / name for name in shards]
+    if not (directory / "model.safetensors").is_file():
+        raise CheckpointError(f"checkpoint {directory} holds no model.safetensors (nor a sharded index of it)")
+    return [directory / "model.safetensors"]
+
+
 def load_weights(
     module: nn.Module,
-    path: Path,
+    path: Path | Sequence[Path],
     device: torch.device,
     dtype: torch.dtype,
     prefixes: tuple[str, ...],
     stored: Collection[str] = (),
     mapped: Collection[str] = (),
 ) -> None:
-    """Load the tensors under `prefixes` from a safetensors file into a meta-initialised `module`, each read
-    straight to `device` and cast to `dtype`, but for those named in `stored` (kept in the dtype the file stores
-    them in) and in `mapped` (on a CPU: kept in the file, memory-mapped, so that only the parts read are
-    resident: a table of which a request reads a few rows)."""
+    """Load the tensors under `prefixes` from a safetensors file (or the shards of one) into a meta-initialised
+    `module`, each read straight to `device` and cast to `dtype`, but for those named in `stored` (kept in the dtype
+    the file stores them in) and in `mapped` (on a CPU: kept in the file, memory-mapped, so that only the parts read
+    are resident: a table of which a request reads a few rows)."""
     expected = dict(module.state_dict(keep_vars=True))
     loaded: dict[str, torch.Tensor] = {}
-    try:
-        with safe_open(str(path), framework="pt", device=str(device)) as handle:
-            for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
-                if not (key.startswith(prefixes) and key in expected):
-                    continue
-                if key in mapped and device.type == "cpu":
-                    loaded[key] = map_tensor(path, key)
-                    continue
-                tensor = handle.get_tensor(key)
-                if key in stored or not tensor.is_floating_point():
-                    # Always a copy: on a CPU the file's tensors view one mapping of it, and a tensor still viewing
-                    # it would keep every page read during the load resident.
-                    loaded[key] = tensor.clone() if tensor.device.type == "cpu" else tensor
-                else:
-                    loaded[key] = tensor.to(dtype, copy=True)
-    except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
-        raise CheckpointError(f"cannot read weights from {path}: {exc}") from exc
+    paths = [path] if isinstance(path, Path) else list(path)
+    for file in paths:
+        try:
+            with safe_open(str(file), framework="pt", device=str(device)) as handle:
+                for key in handle.keys():  # noqa: SIM118 (safe_open is not a mapping)
+                    if not (key.startswith(prefixes) and key in expected):
+                        continue
+                    if key in mapped and device.type == "cpu":
+                        loaded[key] = map_tensor(file, key)
+                        continue
+                    tensor = handle.get_tensor(key)
+                    if key in stored or not tensor.is_floating_point():
+                        # Always a copy: on a CPU the file's tensors view one mapping of it, and a tensor still
+                        # viewing it would keep every page read during the load resident.
+                        loaded[key] = tensor.clone() if tensor.device.type == "cpu" else tensor
+                    else:
+                        loaded[key] = tensor.to(dtype, copy=True)
+        except (OSError, RuntimeError, ValueError, SafetensorError) as exc:
+            raise CheckpointError(f"cannot read weights from {file}: {exc}") from exc
+    named = paths[0]  # by the errors below: the file, or the first shard
     missing = sorted(set(expected) - set(loaded))
     if missing:
         shown = ", ".join(missing[:5]) + (f" and {len(missing) - 5} more" if len(missing) > 5 else "")
-        raise CheckpointError(f"{path} lacks weights this model needs: {shown}")
+        raise CheckpointError(f"{named} lacks weights this model needs: {shown}")
     for key, tensor in loaded.items():
         if tensor.shape != expected[key].shape:
             raise CheckpointError(
-                f"{path}: {key} has shape {tuple(tensor.shape)}, the config implies {tuple(expected[key].shape)}"
+                f"{named}: {key} has shape {tuple(tensor.shape)}, the config implies {tuple(expected[key].shape)}"
             )
     module.load_state_dict(loaded, assign=True, strict=True)
     for sub in module.modules():
@@ -151,11 +172,11 @@ FINGERPRINT_FILES = (
 FINGERPRINT_SPAN = 1 << 20
 
 
-def checkpoint_fingerprint(directory: Path) -> str:
+def checkpoint_fingerprint(directory: Path, files: Sequence[str] = FINGERPRINT_FILES) -> str:
     """A cheap identity for a checkpoint's content: the configs, and the sizes, first and last MiB of the
-    weight files (headers and tensor bytes), without reading gigabytes."""
+    weight files (headers and tensor bytes), without reading gigabytes (`files`: a TTS checkpoint's by default)."""
     digest = hashlib.sha256()
-    for name in FINGERPRINT_FILES:
+    for name in files:
         path = directory / name
         size = path.stat().st_size
         digest.update(f"{name}:{size}".encode())

@@ -78,8 +78,8 @@ class TextTokenizer:
     def encode(self, text: str) -> list[int]:
         return self._tokenizer.encode(text, add_special_tokens=False).ids
 
-    def decode(self, ids: list[int]) -> str:
-        return self._tokenizer.decode(ids, skip_special_tokens=False)
+    def decode(self, ids: list[int], skip_special: bool = False) -> str:
+        return self._tokenizer.decode(ids, skip_special_tokens=skip_special)
 
     def token_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)

@@ -64,6 +64,7 @@ class AsrDimensions:
     decoder_ffn: int
     head_dim: int = 128
     conv_channels: int = 480  # audio_config.downsample_hidden_size
+    tied_head: bool = True  # a transcriber's output head is its embedding table (and not stored)
 
     @property
     def mrope_section(self) -> list[int]:
@@ -76,12 +77,15 @@ class AsrDimensions:
 
 DIMENSIONS = {
     ("asr", "tiny"): AsrDimensions(64, 2, 4, 128, 64, 2, 4, 2, 128, head_dim=16, conv_channels=32),
+    # wider than tiny, with a head of its own: parity beyond one shape (tests/asr_cases.py)
+    ("asr", "small"): AsrDimensions(128, 3, 4, 256, 128, 3, 8, 4, 256, head_dim=32, conv_channels=32, tied_head=False),
     ("asr", "0.6b"): AsrDimensions(896, 18, 14, 3584, 1024, 28, 16, 8, 3072),
     ("asr", "1.7b"): AsrDimensions(1024, 24, 16, 4096, 2048, 28, 16, 8, 6144),
     ("forced_aligner", "tiny"): AsrDimensions(64, 2, 4, 128, 64, 2, 4, 2, 128, head_dim=16, conv_channels=32),
     ("forced_aligner", "0.6b"): AsrDimensions(1024, 24, 16, 4096, 1024, 28, 16, 8, 3072),
 }
 ASR_SIZES = tuple(dict.fromkeys(size for _, size in DIMENSIONS))
+TEST_SIZES = ("tiny", "small")  # stored in float32; the published sizes in bfloat16
 
 
 def _added(model_type: str) -> tuple[str, ...]:
@@ -95,7 +99,7 @@ def asr_token_id(content: str, model_type: str = "asr") -> int:
 
 def _config(d: AsrDimensions, model_type: str, dtype: str) -> dict[str, Any]:
     aligner = model_type == "forced_aligner"
-    tied = not aligner  # the aligner's head has CLASSIFY_NUM rows: it cannot be the embedding table
+    tied = d.tied_head and not aligner  # the aligner's head has CLASSIFY_NUM rows: it cannot be the embedding table
     audio = {
         **PRETRAINED_CONFIG_DEFAULTS,
         "model_type": "qwen3_asr_audio_encoder",
@@ -218,7 +222,7 @@ def asr_config_files(size: str, model_type: str) -> dict[str, dict[str, Any]]:
     }
     end, pad = asr_token_id("<|im_end|>"), asr_token_id("<|endoftext|>")
     return {
-        "config.json": _config(DIMENSIONS[model_type, size], model_type, "float32" if size == "tiny" else "bfloat16"),
+        "config.json": _config(DIMENSIONS[model_type, size], model_type, "float32" if size in TEST_SIZES else "bfloat16"),
         # The transformers backend never reads it (its generate() runs the thinker, configured by config.json).
         "generation_config.json": {
             "do_sample": False,
@@ -303,8 +307,10 @@ def _weight_shapes(d: AsrDimensions, model_type: str) -> list[tuple[str, tuple[i
             (f"{layer}.mlp.down_proj.weight", (hidden, d.decoder_ffn)),
         ]
     shapes.append(("thinker.model.norm.weight", (hidden,)))
-    if aligner:  # the ASR head is the embedding table (tied), and not stored
+    if aligner:
         shapes.append(("thinker.lm_head.weight", (CLASSIFY_NUM, hidden)))
+    elif not d.tied_head:  # else the head is the embedding table, and not stored
+        shapes.append(("thinker.lm_head.weight", (ASR_VOCAB_ROWS, hidden)))
     return shapes
 
 
@@ -338,7 +344,7 @@ def make_asr_test_model(directory: str | Path, size: str = "tiny", model_type: s
     directory = Path(directory)
     directory.mkdir(parents=True, exist_ok=True)
     weights = _random_weights(DIMENSIONS[model_type, size], model_type, seed)
-    if size != "tiny":  # stored in bfloat16, as the published checkpoints are
+    if size not in TEST_SIZES:  # stored in bfloat16, as the published checkpoints are
         weights = {name: value.to(torch.bfloat16) for name, value in weights.items()}
     save_file(weights, str(directory / "model.safetensors"), metadata={"format": "pt"})
     for name, data in files.items():

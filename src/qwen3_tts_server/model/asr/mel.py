@@ -9,8 +9,9 @@ import functools
 import math
 
 import numpy as np
-import soxr
 import torch
+
+from ...audio.decoding import resample
 
 SAMPLE_RATE = 16000
 N_FFT = 400  # 25 ms
@@ -57,11 +58,7 @@ def model_wave(samples: np.ndarray, rate: int) -> torch.Tensor:
     """What the model hears of decoded audio ([frames] or [frames, channels], float): the channels' mean, resampled
     to 16 kHz by soxr's high quality (then cut or zero-padded to ceil(frames * 16000 / rate), as the official
     resampler leaves it), divided by its peak only where that exceeds 1."""
-    mono = (samples.mean(axis=1) if samples.ndim == 2 else samples).astype(np.float32)
-    if rate != SAMPLE_RATE:
-        length = math.ceil(len(mono) * SAMPLE_RATE / rate)
-        resampled = soxr.resample(mono, rate, SAMPLE_RATE, quality="HQ")[:length]
-        mono = np.pad(resampled, (0, length - len(resampled))).astype(np.float32)
+    mono = resample((samples.mean(axis=1) if samples.ndim == 2 else samples).astype(np.float32), rate, SAMPLE_RATE)
     peak = float(np.abs(mono).max(initial=0.0))
     if peak > 1.0:
         mono = mono / peak

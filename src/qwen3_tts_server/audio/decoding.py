@@ -1,0 +1,107 @@
+"""Audio bytes in any common container and codec (wav, flac, mp3, ogg/opus, m4a/aac, webm, mu-law and A-law WAV,
+...) decoded by PyAV to float32 samples scaled as libsndfile scales them, and resampled by soxr at "HQ" quality
+to the length librosa gives (what the official packages do to the same files).
+
+Every failure is the client's: bytes that are no audio (415), and audio that is empty, cut short or corrupt (400),
+each message naming what was sent (`subject`) and the request field it came in (`param`)."""
+
+from __future__ import annotations
+
+import io
+import math
+
+import av
+import numpy as np
+import soxr
+
+from ..errors import InvalidInputError, UnsupportedMediaError
+
+# A container that declares a duration but decodes to less than this share of it was cut short.
+TRUNCATION_TOLERANCE = 0.05
+
+
+def _to_float(frame_array: np.ndarray, sample_format: str, subject: str, param: str) -> np.ndarray:
+    """PyAV frame samples -> float32 in [-1, 1], scaled as libsndfile scales them."""
+    base = sample_format.rstrip("p")
+    if base == "s16":
+        return frame_array.astype(np.float32) / np.float32(32768.0)
+    if base == "s32":
+        return frame_array.astype(np.float32) / np.float32(2147483648.0)
+    if base == "u8":
+        return (frame_array.astype(np.float32) - np.float32(128.0)) / np.float32(128.0)
+    if base in ("flt", "dbl"):
+        return frame_array.astype(np.float32)
+    raise InvalidInputError(f"unsupported sample format {sample_format!r} in {subject}", param=param)
+
+
+def _check_wav_complete(data: bytes, subject: str, param: str) -> None:
+    """WAV decoders trust the bytes present, so compare the data chunk's declared size with what arrived."""
+    if len(data) < 12 or data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return
+    offset = 12
+    while offset + 8 <= len(data):
+        chunk, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8], "little")
+        if chunk == b"data":
+            present = len(data) - offset - 8
+            if size != 0xFFFFFFFF and present < size:  # 0xFFFFFFFF: written as a stream, size unknown
+                raise InvalidInputError(
+                    f"{subject} is a truncated WAV: its header declares {size} bytes of audio, {present} arrived",
+                    param=param,
+                )
+            return
+        offset += 8 + size + (size & 1)
+
+
+def decode_audio(data: bytes, subject: str = "the audio", param: str = "file") -> tuple[np.ndarray, int]:
+    """Decode audio bytes -> ((channels, samples) float32, sample rate)."""
+    if not data:
+        raise InvalidInputError(f"{subject} is empty", param=param)
+    _check_wav_complete(data, subject, param)
+    try:
+        container = av.open(io.BytesIO(data), mode="r")
+    except (av.error.FFmpegError, ValueError, UnicodeDecodeError) as exc:
+        raise UnsupportedMediaError(
+            f"{subject} is not audio in a format this server reads (wav, flac, mp3, ogg, m4a, webm, ...): {exc}",
+            param=param,
+        ) from None
+    with container:
+        if not container.streams.audio:
+            raise UnsupportedMediaError(f"{subject} holds no audio stream", param=param)
+        stream = container.streams.audio[0]
+        declared = float(container.duration) / av.time_base if container.duration else None
+        chunks = []
+        try:
+            for frame in container.decode(stream):
+                array = frame.to_ndarray()
+                channels = len(frame.layout.channels)
+                if not frame.format.is_planar:  # packed: (1, samples * channels)
+                    array = array.reshape(-1, channels).T
+                chunks.append(_to_float(array, frame.format.name, subject, param))
+                rate = frame.sample_rate
+        except (av.error.FFmpegError, ValueError) as exc:
+            raise InvalidInputError(
+                f"{subject} could not be decoded as audio; it may be truncated or corrupt ({exc})", param=param
+            ) from None
+    if not chunks:
+        raise InvalidInputError(f"{subject} decodes to no samples", param=param)
+    audio = np.concatenate(chunks, axis=1)
+    decoded = audio.shape[1] / rate
+    if declared is not None and decoded < declared * (1 - TRUNCATION_TOLERANCE) - 0.05:
+        raise InvalidInputError(
+            f"{subject} looks truncated: its header declares {declared:.2f} s but only {decoded:.2f} s could be "
+            "decoded",
+            param=param,
+        )
+    return audio, rate
+
+
+def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
+    """Mono float32 samples at `rate` -> at `target` by soxr HQ, cut or zero-padded to ceil(n * target / rate)
+    samples as librosa.resample leaves them (its float ratio, rounding included)."""
+    if rate == target:
+        return samples
+    out = soxr.resample(samples, rate, target, quality="HQ")
+    length = math.ceil(len(samples) * (float(target) / rate))
+    if len(out) < length:
+        return np.concatenate([out, np.zeros(length - len(out), dtype=out.dtype)])
+    return out[:length]

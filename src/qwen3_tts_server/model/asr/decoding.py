@@ -1,0 +1,96 @@
+"""Greedy decoding of many transcriptions side by side, a token a step: a row joins with its prompt's prefill (which
+gives its first token), every step adds one token to each running row, and a row leaves when it gives a stop token
+or its budget is spent. Rows join and leave at any step; each keeps its own slot of one KV cache, its own length
+and position, so a row's tokens are the ones it gets decoded alone (docs/asr_reference.md, section g: greedy, no
+sampling settings, the stop tokens kept)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from .decoder import AsrDecoder
+
+INITIAL_CAPACITY = 256  # cache positions per row to start with; the cache doubles when a row needs more
+
+
+@dataclass
+class DecodingRow:
+    slot: int
+    budget: int
+    tokens: list[int] = field(default_factory=list)
+    finished: bool = False
+    stopped: bool = False  # finished on a stop token (not by its budget)
+
+
+@dataclass(frozen=True)
+class Emitted:
+    """One token a row gained; the last of a row has `finished` set."""
+
+    row: int
+    token: int
+    finished: bool
+
+
+class GreedyRows:
+    """Rows of greedy decoding over one `AsrDecoder` and output `head`, at most `slots` at a time."""
+
+    def __init__(self, decoder: AsrDecoder, head: torch.Tensor, stop: frozenset[int], slots: int):
+        self.decoder, self.head, self.stop = decoder, head, stop
+        self.cache = decoder.new_cache(slots, INITIAL_CAPACITY, head.dtype, head.device)
+        self.rows: dict[int, DecodingRow] = {}  # the running rows, by id
+        self._free = list(range(slots))[::-1]
+        self._next_id = 0
+
+    @property
+    def free_slots(self) -> int:
+        return len(self._free)
+
+    def _argmax(self, hidden: torch.Tensor) -> list[int]:
+        return (hidden @ self.head.T).argmax(dim=-1).tolist()
+
+    @torch.inference_mode()
+    def join(self, prompt: torch.Tensor, budget: int) -> tuple[int, Emitted]:
+        """A row for an embedded prompt [tokens, hidden] that may add up to `budget` tokens: its id, and its first
+        token (from the prompt's prefill)."""
+        if budget < 1:
+            raise ValueError("a row's budget is at least one token")
+        if not self._free:
+            raise RuntimeError("every decoding slot is taken")
+        slot = self._free.pop()
+        row_id, self._next_id = self._next_id, self._next_id + 1
+        row = DecodingRow(slot=slot, budget=budget)
+        self.rows[row_id] = row
+        hidden = self.decoder.prefill(prompt[None].to(self.head.dtype), self.cache, slice(slot, slot + 1))[:, -1]
+        return row_id, self._record(row_id, row, self._argmax(hidden)[0])
+
+    def _record(self, row_id: int, row: DecodingRow, token: int) -> Emitted:
+        row.tokens.append(token)
+        row.stopped = token in self.stop
+        row.finished = row.stopped or len(row.tokens) >= row.budget
+        if row.finished:
+            self.leave(row_id)
+        return Emitted(row_id, token, row.finished)
+
+    def leave(self, row_id: int) -> None:
+        """Free a row's slot (a finished row leaves by itself; a cancelled one is left here)."""
+        row = self.rows.pop(row_id, None)
+        if row is not None:
+            self._free.append(row.slot)
+
+    @torch.inference_mode()
+    def step(self) -> list[Emitted]:
+        """One token for every running row."""
+        if not self.rows:
+            return []
+        ids = list(self.rows)
+        slots = [self.rows[row_id].slot for row_id in ids]
+        span = max(self.cache.lengths[slot] for slot in slots) + 1
+        self.cache.ensure_capacity(span)
+        index = torch.tensor(slots, device=self.head.device)
+        last = torch.tensor([[self.rows[row_id].tokens[-1]] for row_id in ids], device=self.head.device)
+        hidden = self.decoder.decode(self.decoder.embed_tokens(last).to(self.head.dtype), self.cache, index, span)
+        self.cache.advance(index, torch.ones(len(ids), dtype=torch.long, device=self.head.device), slots)
+        tokens = self._argmax(hidden[:, -1])
+        return [self._record(row_id, self.rows[row_id], token) for row_id, token in zip(ids, tokens, strict=True)]

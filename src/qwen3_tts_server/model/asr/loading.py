@@ -1,0 +1,133 @@
+"""A Qwen3-ASR or Qwen3-ForcedAligner checkpoint loaded: its configuration read, the audio encoder and the text
+decoder built on the meta device and filled from the safetensors files (one, or shards), the text tokenizer with
+its added tokens, and the output head: the embedding table when tied (the 0.6B transcriber), its own matrix
+otherwise (the aligner's 5000 timestamp classes)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from ...errors import CheckpointError
+from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint, weight_files
+from ..layers import fuse_projections
+from ..loading import parse_device, parse_dtype
+from ..text_tokenizer import TextTokenizer
+from .decoder import AsrDecoder
+from .encoder import AudioEncoder, AudioEncoderConfig, sinusoid_positions
+
+REQUIRED_FILES = ("config.json", "vocab.json", "merges.txt", "tokenizer_config.json")
+ALIGNER_TYPE = "qwen3_forced_aligner"
+TRANSCRIBER_TYPE = "qwen3_asr_thinker"
+STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")  # the official generate()'s end-of-sequence ids
+
+
+@dataclass(frozen=True)
+class AsrTokens:
+    audio_pad: int
+    stop: frozenset[int]
+    timestamp: int | None  # the aligner's slot token
+
+
+class Thinker(nn.Module):
+    """The checkpoint's `thinker.*` modules, named as stored."""
+
+    def __init__(self, config: dict[str, Any], own_head: bool):
+        super().__init__()
+        self.audio_tower = AudioEncoder(AudioEncoderConfig.parse(config["audio_config"]))
+        self.model = AsrDecoder(config["text_config"])
+        rows = int(config.get("classify_num") or config["text_config"]["vocab_size"])
+        self.lm_head = nn.Linear(self.model.cfg.hidden_size, rows, bias=False) if own_head else None
+
+
+class AsrWeights(nn.Module):
+    def __init__(self, config: dict[str, Any], own_head: bool):
+        super().__init__()
+        self.thinker = Thinker(config, own_head)
+
+
+@dataclass
+class AsrCheckpoint:
+    """A loaded transcriber (`kind` "asr") or forced aligner (`kind` "forced_aligner")."""
+
+    directory: Path
+    kind: str
+    encoder: AudioEncoder
+    decoder: AsrDecoder
+    head: torch.Tensor  # [classes, hidden]: the vocabulary, or the aligner's timestamp steps
+    tokenizer: TextTokenizer
+    tokens: AsrTokens
+    languages: tuple[str, ...]  # what the checkpoint says it supports (config.json `support_languages`)
+    step_ms: float  # the aligner's timestamp step; 0 for a transcriber
+    fingerprint: str
+
+    @property
+    def device(self) -> torch.device:
+        return self.head.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.head.dtype
+
+
+def _kind(config: dict[str, Any]) -> str:
+    thinker_type = config.get("thinker_config", {}).get("model_type")
+    if config.get("model_type") != "qwen3_asr" or thinker_type not in (ALIGNER_TYPE, TRANSCRIBER_TYPE):
+        raise CheckpointError(
+            f"config.json describes a {config.get('model_type')!r} model ({thinker_type!r}); a Qwen3-ASR or "
+            "Qwen3-ForcedAligner checkpoint was expected"
+        )
+    return "forced_aligner" if thinker_type == ALIGNER_TYPE else "asr"
+
+
+def _token(tokenizer: TextTokenizer, content: str, directory: Path) -> int:
+    token = tokenizer.token_id(content)
+    if token is None:
+        raise CheckpointError(f"the tokenizer of {directory} lacks {content}")
+    return token
+
+
+def load_asr_checkpoint(
+    name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+) -> AsrCheckpoint:
+    """A checkpoint directory or hub id loaded on `device` in `dtype`."""
+    device = parse_device(device)
+    dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
+    directory = resolve_checkpoint(name_or_path, REQUIRED_FILES)
+    config = read_json(directory / "config.json")
+    kind = _kind(config)
+    thinker_config = config["thinker_config"]
+    tied = bool(thinker_config["text_config"].get("tie_word_embeddings", config.get("tie_word_embeddings", False)))
+    own_head = kind == "forced_aligner" or not tied
+    with torch.device("meta"):
+        weights = AsrWeights(thinker_config, own_head)
+    files = weight_files(directory)
+    load_weights(weights, files, device, dtype, prefixes=("thinker.",))
+    thinker = weights.thinker
+    encoder = thinker.audio_tower
+    encoder.positions = sinusoid_positions(encoder.config.max_positions, encoder.config.width).to(device)
+    fuse_projections(thinker.model)
+    tokenizer = TextTokenizer.cached(directory)
+    tokens = AsrTokens(
+        audio_pad=int(thinker_config.get("audio_token_id") or _token(tokenizer, "<|audio_pad|>", directory)),
+        stop=frozenset(_token(tokenizer, name, directory) for name in STOP_TOKENS),
+        timestamp=int(config["timestamp_token_id"]) if kind == "forced_aligner" else None,
+    )
+    head = thinker.lm_head.weight if thinker.lm_head is not None else thinker.model.embed_tokens.weight
+    return AsrCheckpoint(
+        directory=directory,
+        kind=kind,
+        encoder=encoder.eval(),
+        decoder=thinker.model.eval(),
+        head=head.detach(),
+        tokenizer=tokenizer,
+        tokens=tokens,
+        languages=tuple(config.get("support_languages") or ()),
+        step_ms=float(config.get("timestamp_segment_time") or 0.0) if kind == "forced_aligner" else 0.0,
+        fingerprint=checkpoint_fingerprint(directory, ["config.json", *(path.name for path in files)]),
+    )

@@ -1,0 +1,211 @@
+"""Speech to text with a loaded Qwen3-ASR checkpoint, and word timestamps with a ForcedAligner, as the official
+`transcribe()` gives them (docs/asr_reference.md, sections g to k): each clip cut into parts the model takes, each
+part's features encoded alone and placed in its prompt (system turn with the context, forced language appended),
+the parts decoded greedily side by side (`decoding.GreedyRows`), each output parsed, and a clip's parts joined.
+
+Where this differs from the official package, on purpose: a part's token budget follows its length (16 a second,
+at least 64) instead of a fixed 512, and a part that spends it is reported as truncated, not passed off as whole;
+parts decode in a batch without changing what each gives alone (the official batch pads features and prompts,
+which changes the outputs of its shorter rows)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ...errors import InvalidInputError
+from .aligner import aligner_prompt, alignment_words, slot_steps, timed_words
+from .decoding import GreedyRows
+from .loading import AsrCheckpoint
+from .long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
+from .mel import SAMPLE_RATE, log_mel
+from .transcript import merge_languages, parse_transcript
+
+TOKENS_PER_SECOND = 16  # a part's default budget: far above speech's densest text (about 6 tokens a second)
+MIN_BUDGET = 64
+DEFAULT_ROWS = 8
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    text: str
+    start: float  # seconds from the clip's start
+    end: float
+
+
+@dataclass(frozen=True)
+class Transcription:
+    language: str  # the official names of the languages heard, in order ("Chinese,English"); "" if none
+    text: str
+    seconds: float  # of audio
+    part_tokens: list[list[int]]  # the ids each part generated, its stop token included
+    truncated: bool  # a part spent its token budget before the model ended it
+    words: list[TimedWord] | None = None
+
+    @property
+    def tokens(self) -> int:
+        return sum(map(len, self.part_tokens))
+
+
+@dataclass(frozen=True)
+class Progress:
+    parts_done: int
+    parts: int
+    tokens: int  # generated so far
+
+
+@dataclass
+class _Part:
+    clip: int
+    wave: np.ndarray
+    offset: float
+    language: str | None
+    context: str
+    tokens: list[int] | None = None
+    truncated: bool = False
+
+
+def prompt_text(context: str, language: str | None, audio_tokens: int) -> str:
+    """The official chat prompt of one part: the system turn (its content the context), the audio, the assistant
+    turn opened, and `language X<asr_text>` after it when the language is forced."""
+    forced = f"language {language}<asr_text>" if language else ""
+    return (
+        f"<|im_start|>system\n{context}<|im_end|>\n<|im_start|>user\n<|audio_start|>"
+        f"{'<|audio_pad|>' * audio_tokens}<|audio_end|><|im_end|>\n<|im_start|>assistant\n{forced}"
+    )
+
+
+def part_budget(samples: int) -> int:
+    return max(MIN_BUDGET, int(np.ceil(samples / SAMPLE_RATE * TOKENS_PER_SECOND)))
+
+
+class Transcriber:
+    """A transcriber checkpoint, and optionally an aligner for word timestamps."""
+
+    def __init__(self, model: AsrCheckpoint, aligner: AsrCheckpoint | None = None):
+        if model.kind != "asr":
+            raise InvalidInputError(f"{model.directory} is a {model.kind} checkpoint, not a transcriber", param="model")
+        if aligner is not None and aligner.kind != "forced_aligner":
+            raise InvalidInputError(f"{aligner.directory} is not a ForcedAligner checkpoint", param="aligner")
+        self.model, self.aligner = model, aligner
+
+    @torch.inference_mode()
+    def encode(self, checkpoint: AsrCheckpoint, wave: np.ndarray) -> torch.Tensor:
+        """A 16 kHz mono part's encoder output [tokens, hidden] (its features in the model's dtype, as the official
+        processor's output is cast)."""
+        features = log_mel(torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)).to(checkpoint.device))
+        return checkpoint.encoder(features.to(checkpoint.dtype))
+
+    def prompt_ids(self, context: str, language: str | None, audio_tokens: int) -> torch.Tensor:
+        ids = self.model.tokenizer.encode(prompt_text(context, language, audio_tokens))
+        return torch.tensor(ids, device=self.model.device)
+
+    @torch.inference_mode()
+    def embedded_prompt(self, wave: np.ndarray, context: str = "", language: str | None = None) -> torch.Tensor:
+        """[tokens, hidden]: a part's prompt with its audio in place, ready to join a `GreedyRows`."""
+        audio = self.encode(self.model, wave)
+        ids = self.prompt_ids(context, language, len(audio))
+        return self.model.decoder.embed_prompt(ids, audio, self.model.tokens.audio_pad)
+
+    def rows(self, slots: int) -> GreedyRows:
+        return GreedyRows(self.model.decoder, self.model.head, self.model.tokens.stop, slots)
+
+    def transcribe(
+        self,
+        waves: Sequence[np.ndarray],
+        languages: Sequence[str | None] | None = None,
+        contexts: Sequence[str] | None = None,
+        timestamps: bool = False,
+        max_new_tokens: int | None = None,
+        rows: int = DEFAULT_ROWS,
+        progress: Callable[[Progress], None] | None = None,
+    ) -> list[Transcription]:
+        """16 kHz mono clips -> their transcriptions. `languages` (official names, None: identified) and `contexts`
+        are per clip; `max_new_tokens` fixes every part's budget; `rows` parts decode at a time."""
+        languages = list(languages) if languages is not None else [None] * len(waves)
+        contexts = list(contexts) if contexts is not None else [""] * len(waves)
+        if not len(languages) == len(contexts) == len(waves):
+            raise ValueError("one language and one context per clip")
+        if timestamps and self.aligner is None:
+            raise InvalidInputError("word timestamps need a ForcedAligner checkpoint", param="timestamp_granularities")
+        longest = MAX_SECONDS_WITH_TIMESTAMPS if timestamps else MAX_SECONDS
+        parts = [
+            _Part(clip, part, offset, language, context)
+            for clip, (wave, language, context) in enumerate(zip(waves, languages, contexts, strict=True))
+            for part, offset in split_long_audio(wave, SAMPLE_RATE, longest)
+        ]
+        self._decode(parts, max_new_tokens, rows, progress)
+        parsed = [parse_transcript(self._text(part), part.language) for part in parts]
+        aligned = self._align(parts, parsed) if timestamps else [None] * len(parts)
+        results = []
+        for clip, wave in enumerate(waves):
+            mine = [i for i, part in enumerate(parts) if part.clip == clip]
+            words = [word for i in mine for word in aligned[i] or []] if timestamps else None
+            results.append(
+                Transcription(
+                    language=merge_languages([parsed[i][0] for i in mine]),
+                    text="".join(parsed[i][1] for i in mine),
+                    seconds=len(wave) / SAMPLE_RATE,
+                    part_tokens=[parts[i].tokens or [] for i in mine],
+                    truncated=any(parts[i].truncated for i in mine),
+                    words=words,
+                )
+            )
+        return results
+
+    def _text(self, part: _Part) -> str:
+        return self.model.tokenizer.decode(part.tokens or [], skip_special=True)
+
+    def _decode(
+        self, parts: list[_Part], max_new_tokens: int | None, slots: int, progress: Callable[[Progress], None] | None
+    ) -> None:
+        """Every part's tokens, `slots` parts decoding at a time, a waiting part joining as soon as a slot frees."""
+        decoding = self.rows(max(1, min(slots, len(parts))))
+        waiting = list(range(len(parts)))[::-1]
+        running: dict[int, _Part] = {}  # by row id
+        done = generated = 0
+        while waiting or running:
+            emitted = []
+            while waiting and decoding.free_slots:
+                part = parts[waiting.pop()]
+                part.tokens = []
+                budget = max_new_tokens or part_budget(len(part.wave))
+                row, first = decoding.join(self.embedded_prompt(part.wave, part.context, part.language), budget)
+                running[row] = part
+                emitted.append(first)
+            emitted += decoding.step()
+            for token in emitted:
+                part = running[token.row]
+                assert part.tokens is not None
+                part.tokens.append(token.token)
+                if token.finished:
+                    part.truncated = token.token not in decoding.stop
+                    del running[token.row]
+                    done += 1
+            generated += len(emitted)
+            if progress is not None:
+                progress(Progress(done, len(parts), generated))
+
+    def _align(self, parts: list[_Part], parsed: list[tuple[str, str]]) -> list[list[TimedWord] | None]:
+        aligner = self.aligner
+        assert aligner is not None and aligner.tokens.timestamp is not None
+        result: list[list[TimedWord] | None] = []
+        for part, (language, text) in zip(parts, parsed, strict=True):
+            if not text.strip():
+                result.append(None)
+                continue
+            words = alignment_words(text, language)
+            audio = self.encode(aligner, part.wave)
+            ids = torch.tensor(aligner.tokenizer.encode(aligner_prompt(words, len(audio))), device=aligner.device)
+            embedded = aligner.decoder.embed_prompt(ids, audio, aligner.tokens.audio_pad)
+            steps = slot_steps(aligner.decoder, aligner.head, embedded, ids, aligner.tokens.timestamp)
+            result.append(
+                [
+                    TimedWord(word, round(start + part.offset, 3), round(end + part.offset, 3))
+                    for word, start, end in timed_words(words, steps, aligner.step_ms)
+                ]
+            )
+        return result

@@ -1,0 +1,158 @@
+"""The transcriber, from audio files to text, gives the official transcribe()'s prompts, tokens, language and text
+(tests/fixtures/asr) on two checkpoints (tiny, and a wider one with its own head, another seed): English, Chinese,
+Japanese and Korean forced, mixed-script context, 8 kHz mu-law, 0.3 s, silence and 200 s inputs; with the aligner,
+the official word timestamps. Decoded side by side, every clip gets the tokens it gets alone."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from asr_cases import (
+    ASR_CHECKPOINTS,
+    ASR_FIXTURE_DIR,
+    MAX_NEW_TOKENS,
+    TIMESTAMP_CASES,
+    TRANSCRIBE_CASES,
+    TRANSCRIBERS,
+    write_asr_clip,
+)
+from qwen3_tts_server.audio.decoding import decode_audio
+from qwen3_tts_server.errors import CheckpointError, InvalidInputError
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.mel import model_wave
+from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
+
+ORACLE = json.loads((ASR_FIXTURE_DIR / "oracle.json").read_text(encoding="utf-8"))
+PAD = asr_token_id("<|endoftext|>")
+CLIPS = sorted(
+    {item["audio"] for items in TRANSCRIBE_CASES.values() for item in items}
+    | {case["audio"] for case in TIMESTAMP_CASES.values()}
+)
+
+
+@pytest.fixture(scope="module")
+def clips(tmp_path_factory):
+    """Each recording as the model hears it: decoded by PyAV from its file's bytes, mono, 16 kHz."""
+    folder = tmp_path_factory.mktemp("clips")
+    waves = {}
+    for name in CLIPS:
+        samples, rate = decode_audio(write_asr_clip(folder, name).read_bytes())
+        waves[name] = model_wave(samples.T, rate).numpy()
+    return waves
+
+
+@pytest.fixture(scope="module")
+def checkpoint_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("asr_checkpoints")
+    return {name: make_asr_test_model(root / name, **spec) for name, spec in ASR_CHECKPOINTS.items()}
+
+
+@pytest.fixture(scope="module", params=TRANSCRIBERS)
+def transcriber(request, checkpoint_dirs):
+    return request.param, Transcriber(load_asr_checkpoint(checkpoint_dirs[request.param]))
+
+
+def unpadded(ids: list[int]) -> list[int]:
+    return ids[next(i for i, token in enumerate(ids) if token != PAD) :]
+
+
+@pytest.mark.parametrize("case", TRANSCRIBE_CASES)
+def test_a_clip_gets_the_official_prompt_tokens_and_text(transcriber, clips, case):
+    name, model = transcriber
+    item, recorded = TRANSCRIBE_CASES[case][0], ORACLE["transcribe"][name][case]
+    wave = clips[item["audio"]]
+    ids = model.prompt_ids(item["context"], item["language"], len(model.encode(model.model, wave)))
+    assert ids.tolist() == unpadded(recorded["input_ids"][0])
+    (result,) = model.transcribe([wave], [item["language"]], [item["context"]], max_new_tokens=MAX_NEW_TOKENS)
+    (tokens,) = result.part_tokens
+    official = recorded["generated_ids"][0]  # after a stop token, the official batch pads with <|im_end|>
+    assert tokens == official[: len(tokens)] and all(token == official[-1] for token in official[len(tokens) :])
+    assert (result.language, result.text) == tuple(recorded["parsed"][0].values())
+    assert result.truncated == (tokens[-1] not in model.model.tokens.stop)
+
+
+def test_clips_decoded_side_by_side_get_what_they_get_alone(checkpoint_dirs, clips):
+    model = Transcriber(load_asr_checkpoint(checkpoint_dirs["asr"]))
+    items = [item for case, items in TRANSCRIBE_CASES.items() for item in items if case != "long"]  # long: alone
+    args = [([clips[item["audio"]]], [item["language"]], [item["context"]]) for item in items]
+    alone = [model.transcribe(*arg, max_new_tokens=MAX_NEW_TOKENS)[0].part_tokens[0] for arg in args]
+    together = model.transcribe(*(sum(column, []) for column in zip(*args, strict=True)), max_new_tokens=32, rows=3)
+    assert [result.part_tokens[0] for result in together] == alone
+    # Rows with budgets of their own leave at different steps, and waiting ones join in their slots then.
+    rows, budgets = model.rows(3), [3 + 3 * (i % 4) for i in range(len(items))]
+    waiting, running, got = list(range(len(items)))[::-1], {}, {}
+    while waiting or running:
+        emitted = []
+        while waiting and rows.free_slots:
+            i = waiting.pop()
+            row, first = rows.join(model.embedded_prompt(args[i][0][0], args[i][2][0], args[i][1][0]), budgets[i])
+            running[row], got[i] = i, []
+            emitted.append(first)
+        for token in emitted + rows.step():
+            got[running[token.row]].append(token.token)
+            if token.finished:
+                del running[token.row]
+    assert [got[i] for i in range(len(items))] == [tokens[: budgets[i]] for i, tokens in enumerate(alone)]
+
+
+@pytest.mark.parametrize("case", TIMESTAMP_CASES)
+def test_word_timestamps_are_the_official_ones(checkpoint_dirs, clips, case):
+    spec, recorded = TIMESTAMP_CASES[case], ORACLE["timestamps"][case]
+    model = Transcriber(
+        load_asr_checkpoint(checkpoint_dirs["asr"]), load_asr_checkpoint(checkpoint_dirs["forced_aligner"])
+    )
+    (result,) = model.transcribe(
+        [clips[spec["audio"]]], [spec["language"]], timestamps=True, max_new_tokens=MAX_NEW_TOKENS
+    )
+    assert (result.language, result.text) == (recorded["language"], recorded["text"])
+    assert [(w.text, w.start, w.end) for w in result.words] == [
+        (i["text"], i["start"], i["end"]) for i in recorded["items"]
+    ]
+
+
+def test_a_sharded_checkpoint_loads_as_the_whole_one(checkpoint_dirs, tmp_path):
+    from safetensors.torch import load_file, save_file
+
+    whole = checkpoint_dirs["asr_small"]
+    sharded = tmp_path / "sharded"
+    sharded.mkdir()
+    for file in whole.iterdir():
+        if file.name != "model.safetensors":
+            (sharded / file.name).write_bytes(file.read_bytes())
+    weights = load_file(whole / "model.safetensors")
+    names = sorted(weights)
+    halves = {"model-00001-of-00002.safetensors": names[::2], "model-00002-of-00002.safetensors": names[1::2]}
+    for shard, keys in halves.items():
+        save_file({key: weights[key] for key in keys}, str(sharded / shard))
+    index = {"weight_map": {key: shard for shard, keys in halves.items() for key in keys}}
+    (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
+    one, other = load_asr_checkpoint(whole), load_asr_checkpoint(sharded)
+    assert torch.equal(one.head, other.head) and one.head.data_ptr() != one.decoder.embed_tokens.weight.data_ptr()
+    assert all(
+        torch.equal(a, b)
+        for a, b in zip(one.encoder.state_dict().values(), other.encoder.state_dict().values(), strict=True)
+    )
+
+
+def test_a_checkpoint_of_another_kind_is_refused_with_its_reason(checkpoint_dirs, tmp_path):
+    config = json.loads((checkpoint_dirs["asr"] / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "qwen3_tts"}))
+    for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
+        (tmp_path / name).write_bytes((checkpoint_dirs["asr"] / name).read_bytes())
+    with pytest.raises(CheckpointError, match="'qwen3_tts' model"):
+        load_asr_checkpoint(tmp_path)
+    with pytest.raises(InvalidInputError, match="not a transcriber"):
+        Transcriber(load_asr_checkpoint(checkpoint_dirs["forced_aligner"]))
+    (tmp_path / "config.json").write_text(json.dumps(config))
+    with pytest.raises(CheckpointError, match="holds no model.safetensors"):
+        load_asr_checkpoint(tmp_path)
+
+
+def test_timestamps_without_an_aligner_are_refused(transcriber, clips):
+    _, model = transcriber
+    with pytest.raises(InvalidInputError, match="ForcedAligner"):
+        model.transcribe([clips["short_16k.wav"]], timestamps=True)
