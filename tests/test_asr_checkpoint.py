@@ -13,6 +13,7 @@ import pytest
 
 from asr_cases import ALIGN_CASES, ASR_CHECKPOINTS, ASR_FIXTURE_DIR, TRANSCRIBE_CASES
 from qwen3_tts_server.cli import main as cli_main
+from qwen3_tts_server.model.asr.transcriber import prompt_text
 from qwen3_tts_server.model.text_tokenizer import TextTokenizer
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
@@ -45,16 +46,10 @@ def unpadded(row: list[int]) -> list[int]:
 @pytest.mark.parametrize("case", TRANSCRIBE_CASES)
 def test_the_tokenizer_gives_the_official_prompt_ids(checkpoints, case):
     tokenizer = TextTokenizer.from_directory(checkpoints["asr"])
-    recorded = ORACLE["transcribe"][case]
+    recorded = ORACLE["transcribe"]["asr"][case]
     for item, row in zip(TRANSCRIBE_CASES[case], recorded["input_ids"], strict=True):
         ids = unpadded(row)
-        audio = AUDIO_PAD * ids.count(asr_token_id(AUDIO_PAD))
-        prompt = (
-            f"<|im_start|>system\n{item['context']}<|im_end|>\n<|im_start|>user\n<|audio_start|>{audio}<|audio_end|>"
-            "<|im_end|>\n<|im_start|>assistant\n"
-        )
-        if item["language"]:
-            prompt += f"language {item['language']}<asr_text>"
+        prompt = prompt_text(item["context"], item["language"], ids.count(asr_token_id(AUDIO_PAD)))
         assert tokenizer.encode(prompt) == ids
 
 

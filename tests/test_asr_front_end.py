@@ -8,8 +8,7 @@ import pytest
 import soundfile as sf
 import torch
 
-from asr_cases import ASR_FIXTURE_DIR
-from parity_cases import write_reference
+from asr_cases import ASR_FIXTURE_DIR, write_asr_clip
 from qwen3_tts_server.model.asr.mel import MEL_BINS, log_mel, model_wave
 
 OFFICIAL = np.load(ASR_FIXTURE_DIR / "features.npz")
@@ -17,7 +16,7 @@ OFFICIAL = np.load(ASR_FIXTURE_DIR / "features.npz")
 
 @pytest.mark.parametrize("name", OFFICIAL.files)
 def test_the_features_are_the_official_ones(name, tmp_path):
-    samples, rate = sf.read(write_reference(tmp_path, name), dtype="float32", always_2d=True)
+    samples, rate = sf.read(write_asr_clip(tmp_path, name), dtype="float32", always_2d=True)
     wave = model_wave(samples, rate)
     features = log_mel(wave)
     assert features.shape == (MEL_BINS, len(wave) // 160) == OFFICIAL[name].shape

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from asr_cases import ASR_FIXTURE_DIR, MERGE_CASES, PARSE_CASES, SPLIT_CASES, TRANSCRIBE_CASES, split_wave
+from asr_cases import ASR_FIXTURE_DIR, MERGE_CASES, PARSE_CASES, SPLIT_CASES, TRANSCRIBE_CASES, TRANSCRIBERS, split_wave
 from qwen3_tts_server.model.asr.long_audio import split_long_audio
 from qwen3_tts_server.model.asr.transcript import collapse_repetitions, merge_languages, parse_transcript
 
@@ -22,8 +22,9 @@ def test_decoded_outputs_read_as_the_official_parser_reads_them(case, official):
 
 
 @pytest.mark.parametrize("name", TRANSCRIBE_CASES)
-def test_the_recorded_model_outputs_parse_to_the_official_results(name):
-    recorded = ORACLE["transcribe"][name]
+@pytest.mark.parametrize("transcriber", TRANSCRIBERS)
+def test_the_recorded_model_outputs_parse_to_the_official_results(transcriber, name):
+    recorded = ORACLE["transcribe"][transcriber][name]
     for item, decoded, parsed in zip(TRANSCRIBE_CASES[name], recorded["decoded"], recorded["parsed"], strict=True):
         assert parse_transcript(decoded, item["language"]) == (parsed["language"], parsed["text"])
 
