@@ -21,8 +21,8 @@ import torch
 
 from qwen3_tts_server.audio.reference import load_reference
 from qwen3_tts_server.bench.traffic import reference_wav
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
-from qwen3_tts_server.model.voice_prompt import VoicePrompt
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.voice_prompt import VoicePrompt
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -25,8 +25,8 @@ import qwen_tts_oracle_stubs  # noqa: E402,F401  (must precede qwen_tts)
 import torch  # noqa: E402
 from qwen_tts import Qwen3TTSModel as OfficialModel  # noqa: E402
 
-from qwen3_tts_server.model.prompt import SpeechInput  # noqa: E402
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
+from qwen3_tts_server.model.tts.prompt import SpeechInput  # noqa: E402
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel  # noqa: E402
 from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 
 TEXT = "The benchmark sentence is long enough to give the talker a realistic prompt to work from."

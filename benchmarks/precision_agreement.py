@@ -26,8 +26,8 @@ from pathlib import Path
 import torch
 
 from qwen3_tts_server.bench.agreement import agreement, forced_predictions, greedy_reference, snr_db
-from qwen3_tts_server.model.compilation import compile_frame_step
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.compilation import compile_frame_step
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -23,8 +23,8 @@ from pathlib import Path
 
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
-from qwen3_tts_server.model.prompt import SpeechInput
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.prompt import SpeechInput
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.resources import release_free_memory, resident_memory_bytes
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 

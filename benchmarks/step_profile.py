@@ -25,9 +25,9 @@ import torch
 from torch.autograd import DeviceType
 
 from qwen3_tts_server.bench.streams import bench_request
-from qwen3_tts_server.model import generation
-from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts import generation
+from qwen3_tts_server.model.tts.generation import FrameGenerator
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 CHUNK_FRAMES = 8  # the chunk schedule's steady state: each stream decodes 8 frames at a time

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 
 from qwen3_tts_server.bench.streams import bench_request
-from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.generation import FrameGenerator
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]

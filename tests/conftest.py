@@ -12,7 +12,7 @@ from pydantic import AliasChoices  # noqa: E402
 
 from parity_cases import CHECKPOINTS  # noqa: E402
 from qwen3_tts_server.config import Settings  # noqa: E402
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel  # noqa: E402
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel  # noqa: E402
 from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 from redis_server import redis_server  # noqa: E402, F401 (a fixture for every test module)
 

@@ -7,8 +7,8 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.prompt import SpeechInput
+from qwen3_tts_server.model.tts.generation import FrameGenerator
+from qwen3_tts_server.model.tts.prompt import SpeechInput
 
 ENGLISH = SpeechInput("Hello world, this is a test of the server.", "English", "Vivian")
 CHINESE = SpeechInput("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")

@@ -14,7 +14,7 @@ import pytest
 
 from in_process import make_app, run_in_app
 from qwen3_tts_server.engine.jobs import SpeechJob
-from qwen3_tts_server.model.prompt import SpeechInput
+from qwen3_tts_server.model.tts.prompt import SpeechInput
 
 FORMAT_RATES = {"wav": 24000, "mp3": 24000, "flac": 24000, "opus": 48000, "aac": 24000}
 

@@ -10,8 +10,8 @@ import pytest
 import torch
 
 from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnsupportedModelError
-from qwen3_tts_server.model.prompt import SpeechInput
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.prompt import SpeechInput
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
 
 def _build(model, **fields):

@@ -9,13 +9,13 @@ from typing import Any
 import pytest
 
 from parity_cases import CHECKPOINTS
-from qwen3_tts_server.model.config import (
+from qwen3_tts_server.model.tts.config import (
     CodecDecoderConfig,
     CodecEncoderConfig,
     GenerationDefaults,
     TTSConfig,
 )
-from qwen3_tts_server.model.speaker_encoder import SpeakerEncoderConfig
+from qwen3_tts_server.model.tts.speaker_encoder import SpeakerEncoderConfig
 from qwen3_tts_server.testing.random_checkpoint import SIZES, TYPES, config_files
 
 CASES = [(size, model_type) for size in SIZES for model_type in TYPES]

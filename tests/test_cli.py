@@ -56,7 +56,7 @@ def test_synth_writes_audio_and_codes(checkpoint_dirs, tmp_path):
 
 
 def test_synth_greedy_matches_the_library_and_reads_text_files(checkpoint_dirs, models, tmp_path):
-    from qwen3_tts_server.model.prompt import SpeechInput
+    from qwen3_tts_server.model.tts.prompt import SpeechInput
 
     text_file = tmp_path / "text.txt"
     text_file.write_text("巴适得很，走嘛。\n", encoding="utf-8")
@@ -301,7 +301,7 @@ def test_synth_speaks_long_text_in_segments_and_normalizes_unless_told_not_to(ch
 def test_synth_with_several_models_speaks_with_the_one_the_voice_asks_for(checkpoint_dirs, models, tmp_path):
     """A preset speaker goes to the CustomVoice model, a description alone to the VoiceDesign one: the codes are the
     ones each model gives alone."""
-    from qwen3_tts_server.model.prompt import SpeechInput
+    from qwen3_tts_server.model.tts.prompt import SpeechInput
 
     hosted = ["--model", str(checkpoint_dirs["voice_design"]), "--model", str(checkpoint_dirs["custom_voice"])]
     cases = {

@@ -12,7 +12,7 @@ import pytest
 
 from parity_cases import CLONE_BATCHES, FIXTURE_DIR, MAX_FRAMES, REF_TEXT, REFERENCES, write_reference
 from qwen3_tts_server.audio.reference import load_reference
-from qwen3_tts_server.model.prompt import SpeechInput
+from qwen3_tts_server.model.tts.prompt import SpeechInput
 
 OFFICIAL = json.loads((FIXTURE_DIR / "official.json").read_text(encoding="utf-8"))
 

@@ -6,7 +6,7 @@ import numpy as np
 import torch
 
 from parity_cases import random_codes
-from qwen3_tts_server.model.tts_model import CODEC_CHUNK_FRAMES
+from qwen3_tts_server.model.tts.tts_model import CODEC_CHUNK_FRAMES
 
 
 def test_long_codes_decode_in_pieces_exactly_like_one_pass(models):

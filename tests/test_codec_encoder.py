@@ -15,8 +15,8 @@ import torch
 from torch import nn
 
 from qwen3_tts_server.errors import CheckpointError, InvalidInputError, UnsupportedModelError
-from qwen3_tts_server.model.codec_encoder import CodecEncoder
-from qwen3_tts_server.model.config import CodecEncoderConfig
+from qwen3_tts_server.model.tts.codec_encoder import CodecEncoder
+from qwen3_tts_server.model.tts.config import CodecEncoderConfig
 from qwen3_tts_server.testing.codec_encoder_weights import (
     random_encoder_weights,
     reference_signal,

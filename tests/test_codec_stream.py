@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from parity_cases import random_codes
-from qwen3_tts_server.model.codec_stream import StreamingCodecDecoder
+from qwen3_tts_server.model.tts.codec_stream import StreamingCodecDecoder
 
 
 def chunk_sizes(schedule: list[int]):

@@ -11,8 +11,8 @@ from torch._dynamo.utils import counters
 
 from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.model_manager import warm_up_model
-from qwen3_tts_server.model.compilation import compile_frame_step
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.compilation import compile_frame_step
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from step_schedule import assert_same_frames, run_schedule
 
 
@@ -48,7 +48,7 @@ def test_a_failed_compile_falls_back_to_eager_with_one_warning(checkpoint_dirs, 
 
     model = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"])
     model.compiler = compile_frame_step(model.talker, backend=no_compiler)
-    with caplog.at_level(logging.WARNING, logger="qwen3_tts_server.model.compilation"):
+    with caplog.at_level(logging.WARNING, logger="qwen3_tts_server.model.tts.compilation"):
         got = run_schedule(model, static=False)
     assert not model.compiler.enabled
     assert "no C++ compiler here" in model.compiler.failure

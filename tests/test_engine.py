@@ -13,8 +13,8 @@ import pytest
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
 from qwen3_tts_server.errors import EngineBusyError, InvalidInputError, RequestTimeoutError
-from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.prompt import SpeechInput
+from qwen3_tts_server.model.tts.generation import FrameGenerator
+from qwen3_tts_server.model.tts.prompt import SpeechInput
 
 REQUESTS = [
     SpeechInput("Hello world, this is a test of the server.", "English", "Vivian"),
@@ -235,7 +235,7 @@ def test_event_loop_keeps_ticking_during_generation(models):
 
 def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs, models):
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
-    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+    from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=0.5)
     engine = Engine(manager).start()
@@ -265,7 +265,7 @@ def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoi
     loaded, the next job starts another thread and gets the same codes, and the idle unload comes on time."""
     import qwen3_tts_server.engine.engine as engine_module
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
-    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+    from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
     monkeypatch.setattr(engine_module, "IDLE_THREAD_LINGER", 0.2)
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=1.5)
@@ -302,7 +302,7 @@ def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoi
 def test_an_idle_timeout_shorter_than_the_linger_unloads_on_time(checkpoint_dirs, models, monkeypatch):
     import qwen3_tts_server.engine.engine as engine_module
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
-    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+    from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
     monkeypatch.setattr(engine_module, "IDLE_THREAD_LINGER", 30.0)
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=0.3)
@@ -322,7 +322,7 @@ def test_an_idle_timeout_shorter_than_the_linger_unloads_on_time(checkpoint_dirs
 
 
 def _greedy_defaults():
-    from qwen3_tts_server.model.sampling import SamplingParams
+    from qwen3_tts_server.model.tts.sampling import SamplingParams
 
     return SamplingParams(
         do_sample=False,
@@ -340,7 +340,7 @@ def _greedy_defaults():
 def test_a_checkpoint_that_cannot_load_fails_the_waiting_requests(tmp_path, models):
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
     from qwen3_tts_server.errors import CheckpointError
-    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+    from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
     manager = ModelManager(lambda: Qwen3TTSModel.load(tmp_path / "missing"))
     engine = Engine(manager).start()
@@ -382,7 +382,7 @@ def test_the_hard_frame_cap_ends_a_job_as_cut(models):
 
 def test_preload_loads_before_the_first_request(checkpoint_dirs):
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
-    from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+    from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["voice_design"]))
     engine = Engine(manager).start(preload=True)

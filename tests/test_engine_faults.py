@@ -24,8 +24,8 @@ from qwen3_tts_server.engine.engine import SYNTHESIS_FAILED, Engine, typed_error
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.engine.registry import HostedModel, ModelRegistry
 from qwen3_tts_server.errors import EngineOutOfMemoryError, EngineStoppedError, SynthesisFailedError, TTSError
-from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.generation import FrameGenerator
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from test_engine import REQUESTS, collect, job_for, run_engine
 
 SECRET = "injected-fault-7f3a"  # in every injected exception's text: it must never reach a client

@@ -7,10 +7,10 @@ import pytest
 import torch
 
 from qwen3_tts_server.errors import InvalidInputError
-from qwen3_tts_server.model.generation import MIN_FRAMES, FrameGenerator
-from qwen3_tts_server.model.prompt import SpeechInput
-from qwen3_tts_server.model.sampling import RowSampling, choose, stream_uniform
-from qwen3_tts_server.model.tts_model import BUDGET_BASE_FRAMES, BUDGET_FRAMES_PER_TOKEN, Qwen3TTSModel
+from qwen3_tts_server.model.tts.generation import MIN_FRAMES, FrameGenerator
+from qwen3_tts_server.model.tts.prompt import SpeechInput
+from qwen3_tts_server.model.tts.sampling import RowSampling, choose, stream_uniform
+from qwen3_tts_server.model.tts.tts_model import BUDGET_BASE_FRAMES, BUDGET_FRAMES_PER_TOKEN, Qwen3TTSModel
 
 ENGLISH = SpeechInput("Hello world, this is a test of the server.", "English", "Vivian")
 CHINESE = SpeechInput("今天天气很好，我们去公园散步吧。", "Chinese", "Serena")

@@ -16,9 +16,9 @@ import torch
 from qwen3_tts_server.bench.agreement import agreement, forced_predictions, greedy_reference
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
-from qwen3_tts_server.model.generation import FrameGenerator
-from qwen3_tts_server.model.sampling import stream_uniform
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.generation import FrameGenerator
+from qwen3_tts_server.model.tts.sampling import stream_uniform
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from step_schedule import ENGLISH, assert_same_frames, run_schedule
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")

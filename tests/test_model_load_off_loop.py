@@ -11,8 +11,8 @@ import pytest
 
 from in_process import make_app, run_in_app
 from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
-from qwen3_tts_server.model.loading import prepare_loading
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.loading import prepare_loading
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
 LOAD_SECONDS = 1.5
 PROBES = ("/health", "/ready", "/metrics")

@@ -28,7 +28,7 @@ from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.model_manager import BESIDE_OTHERS_NICENESS, ModelManager
 from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry, checkpoint_footprint
 from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnknownVoiceError
-from qwen3_tts_server.model.loading import prepare_loading
+from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.routing import route
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary

@@ -19,7 +19,7 @@ from parity_cases import (
     checkpoint_digest,
     random_codes,
 )
-from qwen3_tts_server.model.prompt import SpeechInput
+from qwen3_tts_server.model.tts.prompt import SpeechInput
 
 OFFICIAL = json.loads((FIXTURE_DIR / "official.json").read_text(encoding="utf-8"))
 BATCHES = {

@@ -13,7 +13,7 @@ import torch
 
 from qwen3_tts_server.engine.placement import core_list, pin_engine_thread
 from qwen3_tts_server.errors import CheckpointError, ConfigurationError
-from qwen3_tts_server.model import loading
+from qwen3_tts_server.model.tts import loading
 
 ALLOWED = os.sched_getaffinity(0)
 several_cores = pytest.mark.skipif(len(ALLOWED) < 2, reason="needs two cores to tell a thread count from another")

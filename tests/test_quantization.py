@@ -17,7 +17,7 @@ from qwen3_tts_server.config import Settings
 from qwen3_tts_server.errors import ConfigurationError
 from qwen3_tts_server.model.layers import Embedding
 from qwen3_tts_server.model.quantization import Int4Linear, Int8Linear, parse_quantization
-from qwen3_tts_server.model.tts_model import Qwen3TTSModel
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.live_server import live_server
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 from step_schedule import ENGLISH

@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from qwen3_tts_server.errors import NotFoundError
-from qwen3_tts_server.model.voice_prompt import VoicePrompt
+from qwen3_tts_server.model.tts.voice_prompt import VoicePrompt
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
 
 

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from qwen3_tts_server.errors import CheckpointError, InvalidInputError
-from qwen3_tts_server.model.speaker_encoder import (
+from qwen3_tts_server.model.tts.speaker_encoder import (
     SpeakerEncoder,
     SpeakerEncoderConfig,
     log_mel_spectrogram,

@@ -8,8 +8,8 @@ import pytest
 from parity_cases import REF_TEXT, write_reference
 from qwen3_tts_server.audio.reference import load_reference
 from qwen3_tts_server.errors import InvalidInputError
-from qwen3_tts_server.model.prompt import SpeechInput
-from qwen3_tts_server.model.voice_prompt import VoicePrompt
+from qwen3_tts_server.model.tts.prompt import SpeechInput
+from qwen3_tts_server.model.tts.voice_prompt import VoicePrompt
 
 REF = "ref_16k_mono.wav"
 

@@ -29,7 +29,7 @@ from qwen_tts import Qwen3TTSTokenizer  # noqa: E402
 from qwen_tts.core import Qwen3TTSTokenizerV2Config, Qwen3TTSTokenizerV2Model  # noqa: E402
 from safetensors.torch import save_file  # noqa: E402
 
-from qwen3_tts_server.model.config import CodecEncoderConfig  # noqa: E402
+from qwen3_tts_server.model.tts.config import CodecEncoderConfig  # noqa: E402
 from qwen3_tts_server.testing.codec_encoder_weights import (  # noqa: E402
     random_encoder_weights,
     reference_signal,

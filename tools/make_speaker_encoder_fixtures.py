@@ -34,7 +34,7 @@ from qwen_tts.core.models.modeling_qwen3_tts import (  # noqa: E402
     mel_spectrogram,
 )
 
-from qwen3_tts_server.model.speaker_encoder import SpeakerEncoderConfig  # noqa: E402
+from qwen3_tts_server.model.tts.speaker_encoder import SpeakerEncoderConfig  # noqa: E402
 from qwen3_tts_server.testing.speaker_encoder_weights import (  # noqa: E402
     PREFIX,
     TINY_SPEAKER_ENCODER_CONFIG,

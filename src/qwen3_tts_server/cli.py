@@ -66,7 +66,7 @@ def _synth(args: argparse.Namespace) -> int:
     from tqdm import tqdm
 
     from .audio.seams import fade_seams
-    from .model.tts_model import Qwen3TTSModel
+    from .model.tts.tts_model import Qwen3TTSModel
     from .service.preparation import prepare_text
     from .service.requests import SamplingOverrides
 
@@ -147,7 +147,7 @@ def _routed_checkpoint(args: argparse.Namespace) -> str:
     from .engine.model_manager import ModelManager
     from .engine.registry import HostedModel, ModelRegistry
     from .model.checkpoint import resolve_checkpoint
-    from .model.loading import prepare_loading
+    from .model.tts.loading import prepare_loading
     from .service.routing import route
 
     hosted = [
@@ -167,7 +167,7 @@ def _routed_checkpoint(args: argparse.Namespace) -> str:
 def _voice(args: argparse.Namespace, model):
     """The cloned voice asked for on the command line, if any."""
     from .audio.reference import load_reference
-    from .model.voice_prompt import VoicePrompt
+    from .model.tts.voice_prompt import VoicePrompt
 
     if args.voice_prompt is not None:
         if args.ref_audio is not None:
@@ -217,7 +217,7 @@ def _add_make_preset_voices(sub: argparse._SubParsersAction) -> None:
 
 def _make_preset_voices(args: argparse.Namespace) -> int:
     from .config import from_args
-    from .model.tts_model import Qwen3TTSModel
+    from .model.tts.tts_model import Qwen3TTSModel
     from .service.preset_voices import MAX_REFERENCE_FRAMES, make_preset_voices
     from .service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 
@@ -317,7 +317,7 @@ def _bench(args: argparse.Namespace) -> int:
     from .bench.peers import PEERS, measure_peer
     from .bench.streams import run_bench, write_results
     from .engine.model_manager import ModelManager, warm_up_model
-    from .model.tts_model import Qwen3TTSModel
+    from .model.tts.tts_model import Qwen3TTSModel
     from .testing.random_checkpoint import make_test_model
 
     if min(args.concurrency) < 1 or args.frames < 1 or args.peer_runs < 1:

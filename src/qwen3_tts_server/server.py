@@ -44,7 +44,7 @@ class PreparedModel:
 def prepare_model(settings: Settings) -> PreparedModel:
     """Every hosted checkpoint found, the device, dtype, quantisation and memory budget checked: a bad setting
     fails here, before a port is bound."""
-    from .model.loading import parse_device
+    from .model.device import parse_device
     from .model.quantization import parse_quantization
     from .service.voice_library import default_data_dir
 
@@ -63,9 +63,10 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     from .engine.model_manager import ModelManager
     from .engine.registry import HostedModel, ModelRegistry
     from .model.checkpoint import resolve_checkpoint
+    from .model.device import parse_device, parse_dtype
     from .model.footprint import free_memory_bytes
-    from .model.loading import parse_device, parse_dtype, prepare_loading
-    from .model.tts_model import Qwen3TTSModel
+    from .model.tts.loading import prepare_loading
+    from .model.tts.tts_model import Qwen3TTSModel
 
     hosted: list[HostedModel] = []
     for source in settings.hosted_models():

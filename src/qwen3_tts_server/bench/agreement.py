@@ -8,7 +8,7 @@ import math
 
 import torch
 
-from ..model.tts_model import Qwen3TTSModel
+from ..model.tts.tts_model import Qwen3TTSModel
 from .streams import bench_request
 
 AUDIO_CODES = 2048  # codebook entries; the codec vocabulary above them holds control tokens

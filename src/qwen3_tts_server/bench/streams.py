@@ -19,9 +19,9 @@ import torch
 
 from ..engine.engine import Engine
 from ..engine.jobs import SpeechJob
-from ..model.prompt import SpeechInput
-from ..model.tts_model import Qwen3TTSModel
-from ..model.voice_prompt import VoicePrompt
+from ..model.tts.prompt import SpeechInput
+from ..model.tts.tts_model import Qwen3TTSModel
+from ..model.tts.voice_prompt import VoicePrompt
 from .peers import PeerResult
 from .workload import BENCH_TEXT, percentile
 

@@ -38,9 +38,9 @@ from ..errors import (
     SynthesisFailedError,
     TTSError,
 )
-from ..model.codec_stream import CodecStreamState
-from ..model.generation import FrameGenerator
-from ..model.tts_model import Qwen3TTSModel
+from ..model.tts.codec_stream import CodecStreamState
+from ..model.tts.generation import FrameGenerator
+from ..model.tts.tts_model import Qwen3TTSModel
 from .jobs import AudioChunk, RequestClock, SpeechJob
 from .model_manager import ModelManager
 from .placement import pin_engine_thread

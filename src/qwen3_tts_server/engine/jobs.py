@@ -9,8 +9,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.prompt import TokenizedInput
-from ..model.sampling import SamplingParams
+from ..model.tts.prompt import TokenizedInput
+from ..model.tts.sampling import SamplingParams
 
 DEFAULT_CHUNK_SCHEDULE = (1, 2, 4, 8)
 WHOLE_SEGMENT = (1 << 30,)  # one chunk per segment: its audio once its last frame is made (stream_mode sentence)

@@ -26,10 +26,10 @@ import numpy as np
 import torch
 
 from ..errors import CheckpointError, ModelUnavailableError, ModelWaitError, TTSError
-from ..model.config import TTSConfig
-from ..model.prompt import SpeechInput
-from ..model.tts_model import Qwen3TTSModel
-from ..model.voice_prompt import VoicePrompt
+from ..model.tts.config import TTSConfig
+from ..model.tts.prompt import SpeechInput
+from ..model.tts.tts_model import Qwen3TTSModel
+from ..model.tts.voice_prompt import VoicePrompt
 from ..resources import release_free_memory
 from .placement import use_torch_threads
 

@@ -1,7 +1,7 @@
 """The hosted models: each checkpoint a server hosts with its own lifecycle (`ModelManager`) and engine, and the
 memory budget they share. Loading a model that would not fit unloads the least recently used idle model first;
 with none idle the load waits for one, up to its wait, then fails with ModelWaitError (503, Retry-After). The
-speech tokenizer that checkpoints share byte for byte is loaded once (`model.shared_parts`) and counted once."""
+speech tokenizer that checkpoints share byte for byte is loaded once (`model.tts.shared_parts`) and counted once."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ import torch
 from ..config import model_id_of
 from ..errors import ConfigurationError, ModelWaitError
 from ..model.checkpoint import checkpoint_fingerprint
-from ..model.config import TTSConfig
 from ..model.footprint import file_digest, weight_bytes
+from ..model.tts.config import TTSConfig
 from .engine import MAX_RETRY_AFTER, Engine
 from .model_manager import ModelManager, ModelState
 

@@ -1,1 +1,2 @@
-"""The project's own Qwen3-TTS 12 Hz modules, checkpoint loader and step-wise generation."""
+"""The project's own Qwen3 speech models, TTS (tts/) and ASR (asr/), over the parts they share: the Qwen3 decoder
+layers, the checkpoint loader, the text tokenizer, the packed quantised linears, device and dtype parsing."""

@@ -1,4 +1,5 @@
-"""Transformer building blocks shared by the talker, the code predictor and the codec's pre-transformer.
+"""Transformer building blocks shared by the talker, the code predictor, the codec's pre-transformer (model/tts/)
+and the ASR text decoder (model/asr/).
 
 Parameter names follow the official checkpoint layout so that `load_state_dict` takes the files as they are.
 """
@@ -9,7 +10,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from .config import DecoderStackConfig
+from .decoder_config import DecoderStackConfig
 
 
 class RMSNorm(nn.Module):

@@ -7,9 +7,9 @@ import hashlib
 
 from ..audio.reference import load_reference
 from ..errors import InvalidInputError
-from ..model.tts_model import Qwen3TTSModel
-from ..model.voice_cloning import CloneKey
-from ..model.voice_prompt import Mode, VoicePrompt
+from ..model.tts.tts_model import Qwen3TTSModel
+from ..model.tts.voice_cloning import CloneKey
+from ..model.tts.voice_prompt import Mode, VoicePrompt
 from .voice_library import PromptCache
 
 MODE_NAMES: dict[str, Mode] = {

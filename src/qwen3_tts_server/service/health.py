@@ -11,7 +11,7 @@ import torch
 from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
-from ..model.tts_model import Qwen3TTSModel
+from ..model.tts.tts_model import Qwen3TTSModel
 from ..resources import open_descriptors, os_threads, resident_memory_bytes
 from ..text.frontend import text_cache_entries
 from .audio_cache import AudioCache

@@ -6,9 +6,9 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from ..errors import EmptyInputError, NoSentencesError
-from ..model.prompt import TokenizedInput, VoiceSpec
-from ..model.sampling import SamplingParams
-from ..model.tts_model import Qwen3TTSModel
+from ..model.tts.prompt import TokenizedInput, VoiceSpec
+from ..model.tts.sampling import SamplingParams
+from ..model.tts.tts_model import Qwen3TTSModel
 from ..text.frontend import TextSegment, text_segments
 
 NOTHING_TO_SPEAK = (

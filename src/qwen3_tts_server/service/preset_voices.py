@@ -18,9 +18,9 @@ import soundfile as sf
 
 from ..audio.reference import load_reference
 from ..errors import InvalidInputError
-from ..model.prompt import SpeechInput
-from ..model.tts_model import Qwen3TTSModel
-from ..model.voice_prompt import Mode
+from ..model.tts.prompt import SpeechInput
+from ..model.tts.tts_model import Qwen3TTSModel
+from ..model.tts.voice_prompt import Mode
 from .voice_library import StoredVoice, VoiceLibrary
 
 log = logging.getLogger(__name__)

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from ..model.sampling import SamplingParams
-from ..model.tts_model import Qwen3TTSModel
+from ..model.tts.sampling import SamplingParams
+from ..model.tts.tts_model import Qwen3TTSModel
 
 
 @dataclass(frozen=True)

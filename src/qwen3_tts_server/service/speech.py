@@ -13,10 +13,10 @@ from ..audio.encoding import AudioFormat, StreamEncoder, audio_format
 from ..audio.tempo import Tempo
 from ..engine.jobs import DEFAULT_CHUNK_SCHEDULE, WHOLE_SEGMENT, SpeechJob
 from ..engine.registry import HostedModel, ModelRegistry
-from ..model.prompt import VoiceSpec
-from ..model.sampling import SamplingParams
-from ..model.tts_model import Qwen3TTSModel
-from ..model.voice_prompt import VoicePrompt
+from ..model.tts.prompt import VoiceSpec
+from ..model.tts.sampling import SamplingParams
+from ..model.tts.tts_model import Qwen3TTSModel
+from ..model.tts.voice_prompt import VoicePrompt
 from .audio_cache import AudioCache, CachedAudio, cache_key
 from .cached_speech import CachedSpeech
 from .preparation import PreparedText, prepare_text

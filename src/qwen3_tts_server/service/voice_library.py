@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Literal
 
 from ..errors import ConflictError, InsufficientStorageError, InvalidInputError, NotFoundError
-from ..model.voice_prompt import Mode, VoicePrompt
+from ..model.tts.voice_prompt import Mode, VoicePrompt
 
 VoiceType = Literal["audio_sample", "prompt"]
 _ID = re.compile(r"voice_[0-9a-f]{32}")

@@ -8,9 +8,9 @@ import contextlib
 
 from ..engine.registry import HostedModel, ModelRegistry
 from ..errors import InvalidInputError, TTSError, UnknownVoiceError
-from ..model.prompt import VoiceSpec
-from ..model.tts_model import Qwen3TTSModel
-from ..model.voice_prompt import VoicePrompt
+from ..model.tts.prompt import VoiceSpec
+from ..model.tts.tts_model import Qwen3TTSModel
+from ..model.tts.voice_prompt import VoicePrompt
 from .cloning import VoiceCloner
 from .voice_library import StoredVoice, VoiceLibrary, voice_key
 

@@ -13,8 +13,8 @@ import math
 
 import torch
 
-from ..model.codec_encoder import CodecEncoder
-from ..model.config import CodecEncoderConfig
+from ..model.tts.codec_encoder import CodecEncoder
+from ..model.tts.config import CodecEncoderConfig
 
 PREFIX = "encoder."
 # Gain of the SEANet and downsampling convolutions over 1/sqrt(fan_in): with it noise at std 0.3 reaches the

@@ -17,10 +17,10 @@ from typing import Any
 import torch
 from safetensors.torch import save_file
 
-from ..model.codec import SpeechTokenizer
-from ..model.config import MIMI_DEFAULTS, CodecDecoderConfig, CodecEncoderConfig, TTSConfig
-from ..model.speaker_encoder import SpeakerEncoderConfig
-from ..model.talker import Talker
+from ..model.tts.codec import SpeechTokenizer
+from ..model.tts.config import MIMI_DEFAULTS, CodecDecoderConfig, CodecEncoderConfig, TTSConfig
+from ..model.tts.speaker_encoder import SpeakerEncoderConfig
+from ..model.tts.talker import Talker
 from .codec_encoder_weights import random_encoder_weights
 from .qwen_vocabulary import TEXT_VOCAB_SIZE, added_token_id, tokenizer_config, vocabulary_files
 from .speaker_encoder_weights import random_speaker_encoder_weights

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from ..model.speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
+from ..model.tts.speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 
 PREFIX = "speaker_encoder."
 

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from ..config import DecoderStackConfig
+from ..decoder_config import DecoderStackConfig
 from ..layers import DecoderStack, Embedding
 
 

@@ -18,7 +18,7 @@ import torch
 from safetensors import SafetensorError
 from safetensors.torch import load_file, save
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 
 Mode = Literal["x_vector", "in_context"]
 MODES: tuple[Mode, ...] = ("x_vector", "in_context")

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 from .codec_stream import CodecStreamState, StreamingCodecDecoder
 from .compilation import StepCompiler, compile_frame_step
 from .generation import FrameGenerator
@@ -75,7 +75,7 @@ class Qwen3TTSModel:
         quantize: str | None = None,
         compile: bool = False,
     ) -> Qwen3TTSModel:
-        """`quantize`: the decoder layers' weights in int8, int4 or fp8 (`quantization.py`); `compile`: the frame
+        """`quantize`: the decoder layers' weights in int8, int4 or fp8 (`model/quantization.py`); `compile`: the frame
         step compiled (`compilation.py`), on each shape's first step (the warm-up runs them)."""
         model = cls(load_checkpoint(name_or_path, device, dtype, quantize))
         if compile:

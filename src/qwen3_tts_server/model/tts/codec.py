@@ -12,9 +12,9 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from ..layers import Attention, RMSNorm, Rotary, SwiGLU
 from .codec_encoder import CodecEncoder
 from .config import CodecDecoderConfig, CodecEncoderConfig
-from .layers import Attention, RMSNorm, Rotary, SwiGLU
 
 
 class CausalConv(nn.Module):

@@ -21,7 +21,7 @@ from typing import Any
 
 import torch
 
-from .layers import DecoderStack, attention_inputs, layer_outputs
+from ..layers import DecoderStack, attention_inputs, layer_outputs
 
 log = logging.getLogger(__name__)
 

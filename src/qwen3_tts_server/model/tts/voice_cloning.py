@@ -8,14 +8,14 @@ from typing import TYPE_CHECKING
 
 import torch
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 from .codec_encoder import CodecEncoder
 from .prompt import PromptBuilder
 from .speaker_encoder import SpeakerEncoder
 from .voice_prompt import Mode, VoicePrompt, voice_prompt_id
 
 if TYPE_CHECKING:  # only the type: the model layer does no audio I/O
-    from ..audio.reference import ReferenceAudio
+    from ...audio.reference import ReferenceAudio
 
 
 @dataclass(frozen=True)

@@ -7,54 +7,11 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import CheckpointError, UnsupportedModelError
+from ...errors import CheckpointError, UnsupportedModelError
+from ..decoder_config import DecoderStackConfig, require_field
 
 SUPPORTED_TOKENIZER_TYPE = "qwen3_tts_tokenizer_12hz"
 MODEL_TYPES = ("custom_voice", "base", "voice_design")
-
-
-def _require(section: dict[str, Any], key: str, where: str) -> Any:
-    if key not in section:
-        raise CheckpointError(f"{where} is missing the required field {key!r}")
-    return section[key]
-
-
-@dataclass(frozen=True)
-class DecoderStackConfig:
-    """A pre-norm transformer stack (talker, code predictor, codec pre-transformer)."""
-
-    hidden_size: int
-    intermediate_size: int
-    num_hidden_layers: int
-    num_attention_heads: int
-    num_key_value_heads: int
-    head_dim: int
-    rms_norm_eps: float
-    rope_theta: float
-    attention_bias: bool
-
-    @classmethod
-    def parse(cls, section: dict[str, Any], where: str, default_eps: float) -> DecoderStackConfig:
-        hidden = int(_require(section, "hidden_size", where))
-        heads = int(_require(section, "num_attention_heads", where))
-        if section.get("hidden_act", "silu") != "silu":
-            raise UnsupportedModelError(f"{where}: hidden_act {section['hidden_act']!r} is not supported")
-        if section.get("use_sliding_window", False):
-            raise UnsupportedModelError(f"{where}: sliding-window attention is not supported")
-        rope_scaling = section.get("rope_scaling") or {}
-        if rope_scaling.get("rope_type", rope_scaling.get("type", "default")) != "default":
-            raise UnsupportedModelError(f"{where}: rope type {rope_scaling.get('rope_type')!r} is not supported")
-        return cls(
-            hidden_size=hidden,
-            intermediate_size=int(_require(section, "intermediate_size", where)),
-            num_hidden_layers=int(_require(section, "num_hidden_layers", where)),
-            num_attention_heads=heads,
-            num_key_value_heads=int(section.get("num_key_value_heads") or heads),
-            head_dim=int(section.get("head_dim") or hidden // heads),
-            rms_norm_eps=float(section.get("rms_norm_eps", default_eps)),
-            rope_theta=float(section.get("rope_theta", 10000.0)),
-            attention_bias=bool(section.get("attention_bias", False)),
-        )
 
 
 @dataclass(frozen=True)
@@ -92,33 +49,33 @@ class TalkerConfig:
         mrope = tuple(int(x) for x in rope_scaling.get("mrope_section", ()))
         if mrope and sum(mrope) != stack.head_dim // 2:
             raise CheckpointError(f"{where}: mrope_section {list(mrope)} must sum to head_dim/2")
-        cp_section = _require(section, "code_predictor_config", where)
+        cp_section = require_field(section, "code_predictor_config", where)
         cp_where = "config.json talker_config.code_predictor_config"
         code_predictor = CodePredictorConfig(
             stack=DecoderStackConfig.parse(cp_section, cp_where, default_eps=1e-6),
-            vocab_size=int(_require(cp_section, "vocab_size", cp_where)),
-            num_code_groups=int(_require(cp_section, "num_code_groups", cp_where)),
+            vocab_size=int(require_field(cp_section, "vocab_size", cp_where)),
+            num_code_groups=int(require_field(cp_section, "num_code_groups", cp_where)),
         )
         spk_id = {k.lower(): int(v) for k, v in (section.get("spk_id") or {}).items()}
         dialects = {k.lower(): v for k, v in (section.get("spk_is_dialect") or {}).items()}
-        languages = {k.lower(): int(v) for k, v in (_require(section, "codec_language_id", where)).items()}
+        languages = {k.lower(): int(v) for k, v in (require_field(section, "codec_language_id", where)).items()}
         for speaker, dialect in dialects.items():
             if dialect and dialect not in languages:
                 raise CheckpointError(f"{where}: dialect {dialect!r} of speaker {speaker!r} has no language id")
         return cls(
             stack=stack,
-            vocab_size=int(_require(section, "vocab_size", where)),
-            num_code_groups=int(_require(section, "num_code_groups", where)),
-            text_vocab_size=int(_require(section, "text_vocab_size", where)),
-            text_hidden_size=int(_require(section, "text_hidden_size", where)),
+            vocab_size=int(require_field(section, "vocab_size", where)),
+            num_code_groups=int(require_field(section, "num_code_groups", where)),
+            text_vocab_size=int(require_field(section, "text_vocab_size", where)),
+            text_hidden_size=int(require_field(section, "text_hidden_size", where)),
             mrope_section=mrope,
-            codec_pad_id=int(_require(section, "codec_pad_id", where)),
-            codec_bos_id=int(_require(section, "codec_bos_id", where)),
-            codec_eos_id=int(_require(section, "codec_eos_token_id", where)),
-            codec_think_id=int(_require(section, "codec_think_id", where)),
-            codec_nothink_id=int(_require(section, "codec_nothink_id", where)),
-            codec_think_bos_id=int(_require(section, "codec_think_bos_id", where)),
-            codec_think_eos_id=int(_require(section, "codec_think_eos_id", where)),
+            codec_pad_id=int(require_field(section, "codec_pad_id", where)),
+            codec_bos_id=int(require_field(section, "codec_bos_id", where)),
+            codec_eos_id=int(require_field(section, "codec_eos_token_id", where)),
+            codec_think_id=int(require_field(section, "codec_think_id", where)),
+            codec_nothink_id=int(require_field(section, "codec_nothink_id", where)),
+            codec_think_bos_id=int(require_field(section, "codec_think_bos_id", where)),
+            codec_think_eos_id=int(require_field(section, "codec_think_eos_id", where)),
             spk_id=spk_id,
             spk_is_dialect=dialects,
             codec_language_id=languages,
@@ -157,12 +114,12 @@ class TTSConfig:
         return cls(
             model_type=model_type,
             model_size=str(raw.get("tts_model_size") or ""),
-            im_start_token_id=int(_require(raw, "im_start_token_id", where)),
-            im_end_token_id=int(_require(raw, "im_end_token_id", where)),
-            tts_pad_token_id=int(_require(raw, "tts_pad_token_id", where)),
-            tts_bos_token_id=int(_require(raw, "tts_bos_token_id", where)),
-            tts_eos_token_id=int(_require(raw, "tts_eos_token_id", where)),
-            talker=TalkerConfig.parse(_require(raw, "talker_config", where)),
+            im_start_token_id=int(require_field(raw, "im_start_token_id", where)),
+            im_end_token_id=int(require_field(raw, "im_end_token_id", where)),
+            tts_pad_token_id=int(require_field(raw, "tts_pad_token_id", where)),
+            tts_bos_token_id=int(require_field(raw, "tts_bos_token_id", where)),
+            tts_eos_token_id=int(require_field(raw, "tts_eos_token_id", where)),
+            talker=TalkerConfig.parse(require_field(raw, "talker_config", where)),
             speaker_encoder=dict(raw.get("speaker_encoder_config") or {}),
         )
 
@@ -207,7 +164,7 @@ class CodecDecoderConfig:
                 f"speech tokenizer {raw.get('model_type')!r} is not supported; expected {SUPPORTED_TOKENIZER_TYPE}"
             )
         where = "speech_tokenizer decoder_config"
-        section = _require(raw, "decoder_config", "speech_tokenizer/config.json")
+        section = require_field(raw, "decoder_config", "speech_tokenizer/config.json")
         upsample_rates = tuple(int(x) for x in section.get("upsample_rates", (8, 5, 4, 3)))
         upsampling_ratios = tuple(int(x) for x in section.get("upsampling_ratios", (2, 2)))
         samples_per_frame = 1
@@ -222,7 +179,7 @@ class CodecDecoderConfig:
         return cls(
             stack=DecoderStackConfig.parse(section, where, default_eps=1e-5),
             codebook_size=int(section.get("codebook_size", 2048)),
-            codebook_dim=int(_require(section, "codebook_dim", where)),
+            codebook_dim=int(require_field(section, "codebook_dim", where)),
             latent_dim=int(section.get("latent_dim", 1024)),
             num_quantizers=int(section.get("num_quantizers", 16)),
             sliding_window=int(section.get("sliding_window", 72)),
@@ -257,7 +214,7 @@ class GenerationDefaults:
 
 
 # The codec encoder (voice cloning): speech_tokenizer/config.json `encoder_config`, a transformers MimiConfig.
-# Activation names the encoder implements (model/codec_encoder.py maps each to its function).
+# Activation names the encoder implements (model/tts/codec_encoder.py maps each to its function).
 ENCODER_ACTIVATIONS = ("gelu", "gelu_pytorch_tanh", "relu", "silu", "swish")
 _ENCODER_PAD_MODES = ("constant", "replicate", "reflect")
 _ENCODER_WHERE = "speech_tokenizer encoder_config"

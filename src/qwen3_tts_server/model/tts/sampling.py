@@ -11,7 +11,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 from .config import GenerationDefaults
 
 Setting = tuple[bool, float, int, float]  # do_sample, temperature, top_k, top_p

@@ -16,7 +16,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import CheckpointError, InvalidInputError
+from ...errors import CheckpointError, InvalidInputError
 
 SAMPLE_RATE = 24000
 N_FFT = 1024

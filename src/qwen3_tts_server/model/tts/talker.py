@@ -10,8 +10,8 @@ from collections.abc import Callable
 import torch
 from torch import nn
 
+from ..layers import DecoderStack, Embedding, KVCache
 from .config import TalkerConfig
-from .layers import DecoderStack, Embedding, KVCache
 
 
 class TextProjection(nn.Module):

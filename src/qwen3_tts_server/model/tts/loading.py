@@ -9,40 +9,17 @@ from pathlib import Path
 import torch
 from torch import nn
 
-from ..errors import ConfigurationError
-from .checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
+from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
+from ..device import parse_device, parse_dtype
+from ..footprint import file_digest
+from ..layers import Embedding, fuse_projections
+from ..quantization import decoder_linears, head_linears, parse_quantization, quantize_talker
+from ..text_tokenizer import TextTokenizer
 from .codec import SpeechTokenizer
 from .config import CodecDecoderConfig, CodecEncoderConfig, GenerationDefaults, TTSConfig
-from .footprint import file_digest
-from .layers import Embedding, fuse_projections
-from .quantization import decoder_linears, head_linears, parse_quantization, quantize_talker
 from .shared_parts import SHARED_PARTS, PartKey
 from .speaker_encoder import SpeakerEncoder, SpeakerEncoderConfig
 from .talker import Talker
-from .text_tokenizer import TextTokenizer
-
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-def parse_device(name: str | torch.device) -> torch.device:
-    try:
-        device = torch.device(name)
-    except RuntimeError as exc:
-        raise ConfigurationError(f"unknown device {name!r}: {exc}", param="device") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ConfigurationError("CUDA is not available here; use --device cpu", param="device")
-    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
-        raise ConfigurationError(
-            f"no CUDA device {device.index}; {torch.cuda.device_count()} available", param="device"
-        )
-    return device
-
-
-def parse_dtype(name: str) -> torch.dtype:
-    try:
-        return DTYPES[name]
-    except KeyError:
-        raise ConfigurationError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
 
 
 def prepare_loading(name_or_path: str | os.PathLike) -> TTSConfig:
@@ -81,7 +58,7 @@ class CheckpointParts:
     weights: TTSWeights
     speech_tokenizer: SpeechTokenizer
     fingerprint: str
-    quantization: str | None = None  # the decoder layers' weight quantisation (`quantization.py`)
+    quantization: str | None = None  # the decoder layers' weight quantisation (`model/quantization.py`)
     quantization_failure: str | None = None  # why the quantisation asked for was not applied
 
 

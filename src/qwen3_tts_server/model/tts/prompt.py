@@ -17,10 +17,10 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
+from ..text_tokenizer import TextTokenizer
 from .config import TTSConfig
 from .talker import Talker
-from .text_tokenizer import TextTokenizer
 from .voice_prompt import VoicePrompt
 
 ASSISTANT_HEAD = "<|im_start|>assistant\n"

@@ -20,7 +20,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from ..errors import InvalidInputError
+from ...errors import InvalidInputError
 from .config import ENCODER_ACTIVATIONS, CodecEncoderConfig
 
 _ACTIVATIONS: dict[str, Callable[[torch.Tensor], torch.Tensor]] = {

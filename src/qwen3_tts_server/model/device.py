@@ -1,0 +1,31 @@
+"""The device and dtype a model is loaded on and in, parsed from their names (settings, flags) with the errors
+a user can act on."""
+
+from __future__ import annotations
+
+import torch
+
+from ..errors import ConfigurationError
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+def parse_device(name: str | torch.device) -> torch.device:
+    try:
+        device = torch.device(name)
+    except RuntimeError as exc:
+        raise ConfigurationError(f"unknown device {name!r}: {exc}", param="device") from None
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigurationError("CUDA is not available here; use --device cpu", param="device")
+    if device.type == "cuda" and device.index is not None and device.index >= torch.cuda.device_count():
+        raise ConfigurationError(
+            f"no CUDA device {device.index}; {torch.cuda.device_count()} available", param="device"
+        )
+    return device
+
+
+def parse_dtype(name: str) -> torch.dtype:
+    try:
+        return DTYPES[name]
+    except KeyError:
+        raise ConfigurationError(f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}", param="dtype") from None
