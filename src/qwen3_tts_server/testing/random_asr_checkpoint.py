@@ -221,8 +221,9 @@ def asr_config_files(size: str, model_type: str) -> dict[str, dict[str, Any]]:
         "vision_eos_token": "<|vision_end|>",
     }
     end, pad = asr_token_id("<|im_end|>"), asr_token_id("<|endoftext|>")
+    dtype = "float32" if size in TEST_SIZES else "bfloat16"
     return {
-        "config.json": _config(DIMENSIONS[model_type, size], model_type, "float32" if size in TEST_SIZES else "bfloat16"),
+        "config.json": _config(DIMENSIONS[model_type, size], model_type, dtype),
         # The transformers backend never reads it (its generate() runs the thinker, configured by config.json).
         "generation_config.json": {
             "do_sample": False,

@@ -15,8 +15,8 @@ from torch import nn
 
 from ...errors import CheckpointError
 from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint, weight_files
+from ..device import parse_device, parse_dtype
 from ..layers import fuse_projections
-from ..loading import parse_device, parse_dtype
 from ..text_tokenizer import TextTokenizer
 from .decoder import AsrDecoder
 from .encoder import AudioEncoder, AudioEncoderConfig, sinusoid_positions
