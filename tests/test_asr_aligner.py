@@ -38,7 +38,9 @@ def aligner(tmp_path_factory):
     weights = load_file(directory / "model.safetensors")
     for module, prefix in ((encoder, "thinker.audio_tower."), (decoder, "thinker.model.")):
         module.load_state_dict({k.removeprefix(prefix): v for k, v in weights.items() if k.startswith(prefix)})
-    return encoder.eval(), decoder.eval(), weights["thinker.lm_head.weight"], TextTokenizer.from_directory(directory)
+    head = torch.nn.Linear(decoder.cfg.hidden_size, len(weights["thinker.lm_head.weight"]), bias=False)
+    head.load_state_dict({"weight": weights["thinker.lm_head.weight"]})
+    return encoder.eval(), decoder.eval(), head, TextTokenizer.from_directory(directory)
 
 
 @pytest.mark.parametrize("case", ALIGN_CASES)

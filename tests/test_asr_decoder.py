@@ -12,7 +12,8 @@ import torch
 from safetensors.torch import load_file
 
 from asr_cases import ASR_CHECKPOINTS, ASR_FIXTURE_DIR, MAX_NEW_TOKENS, TRANSCRIBE_CASES
-from qwen3_tts_server.model.asr.decoder import AsrDecoder, greedy_decode
+from qwen3_tts_server.model.asr.decoder import AsrDecoder
+from qwen3_tts_server.model.asr.decoding import GreedyRows
 from qwen3_tts_server.model.asr.encoder import AudioEncoder, AudioEncoderConfig
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
@@ -48,7 +49,11 @@ def test_greedy_decoding_gives_the_official_tokens(parts, case, row):
     with torch.inference_mode():
         audio = encoder(torch.from_numpy(FEATURES[TRANSCRIBE_CASES[case][row]["audio"]].copy()))
         embedded = decoder.embed_prompt(prompt, audio, asr_token_id("<|audio_pad|>"))
-    tokens = greedy_decode(decoder, decoder.embed_tokens.weight, embedded, MAX_NEW_TOKENS, {END, PAD})
+    rows = GreedyRows(decoder, lambda hidden: hidden @ decoder.embed_tokens.weight.T, frozenset({END, PAD}), 1)
+    _, first = rows.join(embedded, MAX_NEW_TOKENS)
+    tokens = [first.token]
+    while rows.rows:
+        tokens += [emitted.token for emitted in rows.step()]
     official = recorded["generated_ids"][row]
     assert tokens == official[: len(tokens)] and all(token == END for token in official[len(tokens) :])
 

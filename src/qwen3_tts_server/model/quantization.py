@@ -1,4 +1,5 @@
-"""Weight-only quantisation of the talker's and the code predictor's decoder layers (`QUANTIZE`).
+"""Weight-only quantisation of decoder layers and output heads (`QUANTIZE`): the talker's and the code
+predictor's, and the speech recogniser's.
 
 A frame reads every decoder weight once in the talker and fifteen times in the code predictor, one row at a
 time: on a CPU a step is bound by reading weights, not by arithmetic. Stored in 8 or 4 bits they are read 4 or
@@ -130,34 +131,41 @@ def head_linears(talker: nn.Module) -> dict[str, tuple[nn.Module, str]]:
 
 def quantize_talker(talker: nn.Module, mode: str) -> str | None:
     """Replace the linear layers of every decoder layer of the talker and its code predictor (after
-    `fuse_projections`) by their quantised form, one at a time; on a CPU the heads too, in int8 whatever the mode
-    (a sixth of a one-row int4 step in float32; 8 bits keep the logits close).
-
-    Each quantised layer is checked on a random input against the layer it replaces before it goes in. A layer
-    that fails to quantise, to run, or to come close (a kernel this device lacks, a wrong layout) puts every layer
-    back as it was, in the model's dtype, with one warning: the model runs unquantised rather than not at all.
-    Returns None when quantised, else the reason."""
+    `fuse_projections`) by their quantised form; on a CPU the heads too, in int8 whatever the mode (a sixth of a
+    one-row int4 step in float32; 8 bits keep the logits close). See `quantize_linears`."""
     targets = [(owner, name, mode) for owner, name in decoder_linears(talker).values()]
     if talker.device.type != "cuda":
         targets += [(owner, name, "int8") for owner, name in head_linears(talker).values()]
+    return quantize_linears(targets, mode, talker.device, talker.dtype)
+
+
+def quantize_linears(
+    targets: list[tuple[nn.Module, str, str]], mode: str, device: torch.device, dtype: torch.dtype
+) -> str | None:
+    """Replace each `owner.name` linear layer by its quantised form in its target mode, one at a time.
+
+    Each quantised layer is checked on a random input against the layer it replaces before it goes in. A layer
+    that fails to quantise, to run, or to come close (a kernel this device lacks, a wrong layout) puts every layer
+    back as it was, in the model's `dtype`, with one warning: the model runs unquantised rather than not at all.
+    Returns None when quantised, else the reason."""
     replaced: list[tuple[nn.Module, str, nn.Module]] = []
     try:
-        quantize = _torchao_quantizer(mode) if talker.device.type == "cuda" else _quantized
+        quantize = _torchao_quantizer(mode) if device.type == "cuda" else _quantized
         for owner, name, target_mode in targets:
             linear = getattr(owner, name)
             quantized = quantize(linear, target_mode)
-            _check_quantized(linear, quantized, target_mode, talker.dtype)
+            _check_quantized(linear, quantized, target_mode, dtype)
             setattr(owner, name, quantized)
             replaced.append((owner, name, linear))
     except ConfigurationError:  # asked for what cannot be (torchao not installed, widths int4 cannot pack)
         raise
     except Exception as exc:  # any failure of the library or its kernels: the model must still run
-        reason = f"{mode} failed on {talker.device.type}: {type(exc).__name__}: {exc}"
-        log.warning("quantization off: %s; running in %s", reason, str(talker.dtype).removeprefix("torch."))
+        reason = f"{mode} failed on {device.type}: {type(exc).__name__}: {exc}"
+        log.warning("quantization off: %s; running in %s", reason, str(dtype).removeprefix("torch."))
         for owner, name, linear in replaced:
             setattr(owner, name, linear)
         for owner, name, _ in targets:  # on a CPU they were loaded as stored, to be quantised from there
-            getattr(owner, name).to(talker.dtype)
+            getattr(owner, name).to(dtype)
         return reason
     return None
 

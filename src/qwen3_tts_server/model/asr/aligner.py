@@ -11,6 +11,7 @@ from __future__ import annotations
 import unicodedata
 
 import torch
+from torch import nn
 
 from ...errors import InvalidInputError
 from .decoder import AsrDecoder
@@ -60,13 +61,11 @@ def aligner_prompt(words: list[str], audio_tokens: int) -> str:
 
 
 @torch.inference_mode()
-def slot_steps(
-    decoder: AsrDecoder, head: torch.Tensor, prompt: torch.Tensor, ids: torch.Tensor, slot: int
-) -> list[int]:
+def slot_steps(decoder: AsrDecoder, head: nn.Module, prompt: torch.Tensor, ids: torch.Tensor, slot: int) -> list[int]:
     """The head's step (argmax) at every timestamp slot of one embedded prompt [tokens, hidden], in order."""
     cache = decoder.new_cache(1, len(prompt), prompt.dtype, prompt.device)
     hidden = decoder.prefill(prompt[None], cache, slice(0, 1))[0]
-    return (hidden[ids == slot] @ head.T).argmax(dim=-1).tolist()
+    return head(hidden[ids == slot]).argmax(dim=-1).tolist()
 
 
 def repair_timestamps(values: list[float]) -> list[int]:

@@ -28,22 +28,3 @@ class AsrDecoder(DecoderStack):
             raise ValueError(f"the prompt holds {int(slots.sum())} audio placeholders for {len(audio)} audio rows")
         embedded[slots] = audio.to(embedded.dtype)
         return embedded
-
-
-@torch.inference_mode()
-def greedy_decode(
-    decoder: AsrDecoder, head: torch.Tensor, prompt: torch.Tensor, max_new_tokens: int, stop: set[int]
-) -> list[int]:
-    """The tokens greedy decoding adds to one embedded prompt [tokens, hidden], its stop token included (as the
-    official generate() keeps it), at most `max_new_tokens`."""
-    cache = decoder.new_cache(1, len(prompt) + max_new_tokens, prompt.dtype, prompt.device)
-    hidden = decoder.prefill(prompt[None], cache, slice(0, 1))[:, -1]
-    tokens: list[int] = []
-    for position in range(len(prompt), len(prompt) + max_new_tokens):
-        token = int((hidden @ head.T).argmax(dim=-1))
-        tokens.append(token)
-        if token in stop or len(tokens) == max_new_tokens:
-            break
-        step = decoder.embed_tokens(torch.tensor([[token]], device=prompt.device))
-        hidden = decoder.decode_aligned(step, cache, position)[:, -1]
-    return tokens

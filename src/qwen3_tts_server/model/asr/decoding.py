@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 import torch
+from torch import nn
 
 from .decoder import AsrDecoder
 
@@ -34,11 +35,13 @@ class Emitted:
 
 
 class GreedyRows:
-    """Rows of greedy decoding over one `AsrDecoder` and output `head`, at most `slots` at a time."""
+    """Rows of greedy decoding over one `AsrDecoder` and output `head` (hidden -> logits), at most `slots` at a
+    time."""
 
-    def __init__(self, decoder: AsrDecoder, head: torch.Tensor, stop: frozenset[int], slots: int):
+    def __init__(self, decoder: AsrDecoder, head: nn.Module, stop: frozenset[int], slots: int):
         self.decoder, self.head, self.stop = decoder, head, stop
-        self.cache = decoder.new_cache(slots, INITIAL_CAPACITY, head.dtype, head.device)
+        self.dtype, self.device = decoder.norm.weight.dtype, decoder.norm.weight.device
+        self.cache = decoder.new_cache(slots, INITIAL_CAPACITY, self.dtype, self.device)
         self.rows: dict[int, DecodingRow] = {}  # the running rows, by id
         self._free = list(range(slots))[::-1]
         self._next_id = 0
@@ -48,7 +51,7 @@ class GreedyRows:
         return len(self._free)
 
     def _argmax(self, hidden: torch.Tensor) -> list[int]:
-        return (hidden @ self.head.T).argmax(dim=-1).tolist()
+        return self.head(hidden).argmax(dim=-1).tolist()
 
     @torch.inference_mode()
     def join(self, prompt: torch.Tensor, budget: int) -> tuple[int, Emitted]:
@@ -62,7 +65,7 @@ class GreedyRows:
         row_id, self._next_id = self._next_id, self._next_id + 1
         row = DecodingRow(slot=slot, budget=budget)
         self.rows[row_id] = row
-        hidden = self.decoder.prefill(prompt[None].to(self.head.dtype), self.cache, slice(slot, slot + 1))[:, -1]
+        hidden = self.decoder.prefill(prompt[None].to(self.dtype), self.cache, slice(slot, slot + 1))[:, -1]
         return row_id, self._record(row_id, row, self._argmax(hidden)[0])
 
     def _record(self, row_id: int, row: DecodingRow, token: int) -> Emitted:
@@ -88,9 +91,9 @@ class GreedyRows:
         slots = [self.rows[row_id].slot for row_id in ids]
         span = max(self.cache.lengths[slot] for slot in slots) + 1
         self.cache.ensure_capacity(span)
-        index = torch.tensor(slots, device=self.head.device)
-        last = torch.tensor([[self.rows[row_id].tokens[-1]] for row_id in ids], device=self.head.device)
-        hidden = self.decoder.decode(self.decoder.embed_tokens(last).to(self.head.dtype), self.cache, index, span)
-        self.cache.advance(index, torch.ones(len(ids), dtype=torch.long, device=self.head.device), slots)
+        index = torch.tensor(slots, device=self.device)
+        last = torch.tensor([[self.rows[row_id].tokens[-1]] for row_id in ids], device=self.device)
+        hidden = self.decoder.decode(self.decoder.embed_tokens(last).to(self.dtype), self.cache, index, span)
+        self.cache.advance(index, torch.ones(len(ids), dtype=torch.long, device=self.device), slots)
         tokens = self._argmax(hidden[:, -1])
         return [self._record(row_id, self.rows[row_id], token) for row_id, token in zip(ids, tokens, strict=True)]

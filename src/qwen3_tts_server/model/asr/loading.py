@@ -1,7 +1,11 @@
 """A Qwen3-ASR or Qwen3-ForcedAligner checkpoint loaded: its configuration read, the audio encoder and the text
 decoder built on the meta device and filled from the safetensors files (one, or shards), the text tokenizer with
 its added tokens, and the output head: the embedding table when tied (the 0.6B transcriber), its own matrix
-otherwise (the aligner's 5000 timestamp classes)."""
+otherwise (the aligner's 5000 timestamp classes).
+
+With `quantize` the decoder's layers take the packed int8/int4 weights of `model/quantization.py` and, on a CPU,
+the head takes int8 (the tied table stays in float for the embedding lookups). The audio encoder runs once per
+clip over many tokens at a time, bound by arithmetic rather than by reading weights: it keeps the model's dtype."""
 
 from __future__ import annotations
 
@@ -17,6 +21,7 @@ from ...errors import CheckpointError
 from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint, weight_files
 from ..device import parse_device, parse_dtype
 from ..layers import fuse_projections
+from ..quantization import decoder_linears, parse_quantization, quantize_linears
 from ..text_tokenizer import TextTokenizer
 from .decoder import AsrDecoder
 from .encoder import AudioEncoder, AudioEncoderConfig, sinusoid_positions
@@ -35,14 +40,21 @@ class AsrTokens:
 
 
 class Thinker(nn.Module):
-    """The checkpoint's `thinker.*` modules, named as stored."""
+    """The checkpoint's `thinker.*` modules, named as stored; a tied head is attached after loading."""
 
     def __init__(self, config: dict[str, Any], own_head: bool):
         super().__init__()
         self.audio_tower = AudioEncoder(AudioEncoderConfig.parse(config["audio_config"]))
         self.model = AsrDecoder(config["text_config"])
         rows = int(config.get("classify_num") or config["text_config"]["vocab_size"])
-        self.lm_head = nn.Linear(self.model.cfg.hidden_size, rows, bias=False) if own_head else None
+        self.lm_head: nn.Module | None = nn.Linear(self.model.cfg.hidden_size, rows, bias=False) if own_head else None
+
+    def tie_head(self) -> None:
+        """The head as a linear layer over the embedding table itself (no copy)."""
+        table = self.model.embed_tokens.weight
+        head = nn.Linear(table.shape[1], table.shape[0], bias=False, device="meta")
+        head.weight = table
+        self.lm_head = head
 
 
 class AsrWeights(nn.Module):
@@ -59,20 +71,22 @@ class AsrCheckpoint:
     kind: str
     encoder: AudioEncoder
     decoder: AsrDecoder
-    head: torch.Tensor  # [classes, hidden]: the vocabulary, or the aligner's timestamp steps
+    head: nn.Module  # hidden -> logits over the vocabulary, or over the aligner's timestamp steps
     tokenizer: TextTokenizer
     tokens: AsrTokens
     languages: tuple[str, ...]  # what the checkpoint says it supports (config.json `support_languages`)
     step_ms: float  # the aligner's timestamp step; 0 for a transcriber
     fingerprint: str
+    quantization: str | None = None  # the decoder's weight quantisation
+    quantization_failure: str | None = None  # why the quantisation asked for was not applied
 
     @property
     def device(self) -> torch.device:
-        return self.head.device
+        return self.decoder.norm.weight.device
 
     @property
     def dtype(self) -> torch.dtype:
-        return self.head.dtype
+        return self.decoder.norm.weight.dtype
 
 
 def _kind(config: dict[str, Any]) -> str:
@@ -93,11 +107,15 @@ def _token(tokenizer: TextTokenizer, content: str, directory: Path) -> int:
 
 
 def load_asr_checkpoint(
-    name_or_path: str | os.PathLike, device: str | torch.device = "cpu", dtype: str | torch.dtype = "float32"
+    name_or_path: str | os.PathLike,
+    device: str | torch.device = "cpu",
+    dtype: str | torch.dtype = "float32",
+    quantize: str | None = None,
 ) -> AsrCheckpoint:
-    """A checkpoint directory or hub id loaded on `device` in `dtype`."""
+    """A checkpoint directory or hub id loaded on `device` in `dtype`, its decoder quantised if asked."""
     device = parse_device(device)
     dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
+    quantization = parse_quantization(quantize, device)
     directory = resolve_checkpoint(name_or_path, REQUIRED_FILES)
     config = read_json(directory / "config.json")
     kind = _kind(config)
@@ -106,28 +124,42 @@ def load_asr_checkpoint(
     own_head = kind == "forced_aligner" or not tied
     with torch.device("meta"):
         weights = AsrWeights(thinker_config, own_head)
-    files = weight_files(directory)
-    load_weights(weights, files, device, dtype, prefixes=("thinker.",))
     thinker = weights.thinker
+    files = weight_files(directory)
+    # Quantised on a CPU from the dtype they are stored in, never held in float32 on the way.
+    stored = {f"thinker.model.{path}.weight" for path in decoder_linears(thinker.model)} if quantization else set()
+    if quantization and device.type == "cpu" and own_head:
+        stored.add("thinker.lm_head.weight")
+    load_weights(weights, files, device, dtype, prefixes=("thinker.",), stored=stored if device.type == "cpu" else ())
     encoder = thinker.audio_tower
     encoder.positions = sinusoid_positions(encoder.config.max_positions, encoder.config.width).to(device)
+    if not own_head:
+        thinker.tie_head()
     fuse_projections(thinker.model)
+    failure = None
+    if quantization is not None:
+        targets = [(owner, name, quantization) for owner, name in decoder_linears(thinker.model).values()]
+        if device.type == "cpu":
+            targets.append((thinker, "lm_head", "int8"))
+        failure = quantize_linears(targets, quantization, device, dtype)
     tokenizer = TextTokenizer.cached(directory)
     tokens = AsrTokens(
         audio_pad=int(thinker_config.get("audio_token_id") or _token(tokenizer, "<|audio_pad|>", directory)),
         stop=frozenset(_token(tokenizer, name, directory) for name in STOP_TOKENS),
         timestamp=int(config["timestamp_token_id"]) if kind == "forced_aligner" else None,
     )
-    head = thinker.lm_head.weight if thinker.lm_head is not None else thinker.model.embed_tokens.weight
+    assert thinker.lm_head is not None
     return AsrCheckpoint(
         directory=directory,
         kind=kind,
         encoder=encoder.eval(),
         decoder=thinker.model.eval(),
-        head=head.detach(),
+        head=thinker.lm_head.eval(),
         tokenizer=tokenizer,
         tokens=tokens,
         languages=tuple(config.get("support_languages") or ()),
         step_ms=float(config.get("timestamp_segment_time") or 0.0) if kind == "forced_aligner" else 0.0,
         fingerprint=checkpoint_fingerprint(directory, ["config.json", *(path.name for path in files)]),
+        quantization=quantization if failure is None else None,
+        quantization_failure=failure,
     )
