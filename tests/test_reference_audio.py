@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import io
 
-import av
 import numpy as np
 import pytest
 import soundfile as sf
 
+from audio_files import encode_with_pyav
 from qwen3_tts_server.audio.reference import MAX_SECONDS, SAMPLE_RATE, load_reference
 from qwen3_tts_server.errors import InvalidInputError, UnsupportedMediaError
 
@@ -22,27 +22,6 @@ def tone(seconds: float, rate: int = 24000, channels: int = 1, amplitude: float 
 def wav_bytes(data: np.ndarray, rate: int, subtype: str = "PCM_16") -> bytes:
     buffer = io.BytesIO()
     sf.write(buffer, data, rate, format="WAV", subtype=subtype)
-    return buffer.getvalue()
-
-
-def encode_with_pyav(data: np.ndarray, rate: int, container: str, codec: str) -> bytes:
-    buffer = io.BytesIO()
-    with av.open(buffer, mode="w", format=container) as out:
-        stream = out.add_stream(codec, rate=rate, layout="mono" if data.shape[1] == 1 else "stereo")
-        frame_size = stream.codec_context.frame_size or 1024
-        fmt = stream.codec_context.format.name
-        for start in range(0, len(data), frame_size):
-            chunk = data[start : start + frame_size]
-            frame = av.AudioFrame.from_ndarray(
-                chunk.T.copy() if fmt.endswith("p") else chunk.reshape(1, -1),
-                format="fltp" if fmt.endswith("p") else "flt",
-                layout=stream.layout.name,
-            )
-            frame.sample_rate = rate
-            for packet in stream.encode(frame):
-                out.mux(packet)
-        for packet in stream.encode(None):
-            out.mux(packet)
     return buffer.getvalue()
 
 

@@ -1,5 +1,6 @@
 """The `qwen3-tts-server` command: `serve`, `gateway`, `wyoming`, `ray-serve`, `config`, `healthcheck`, `synth` (text
-to a WAV file), `make-test-model`, `make-preset-voices` and `bench`."""
+to a WAV file), `transcribe` (audio files to text: `cli_transcribe.py`), `make-test-model`, `make-preset-voices` and
+`bench`."""
 
 from __future__ import annotations
 
@@ -9,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from .cli_transcribe import add_transcribe
 from .errors import InvalidInputError, TTSError
 
 SYNTH_BATCH = 16  # segments generated together by `synth`
@@ -404,13 +406,15 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
-def _add_speed_flags(p: argparse.ArgumentParser) -> None:
+def _add_speed_flags(p: argparse.ArgumentParser, compile_flag: bool = True) -> None:
     p.add_argument(
         "--quantize",
         default="none",
         choices=["none", "int8", "int4", "fp8"],
         help="weight-only quantisation of the decoder layers (fp8: CUDA only); as QUANTIZE for serve",
     )
+    if not compile_flag:
+        return
     p.add_argument(
         "--compile",
         action=argparse.BooleanOptionalAction,
@@ -546,6 +550,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
+    add_transcribe(sub, _add_speed_flags)
     _add_make_test_model(sub)
     _add_make_preset_voices(sub)
     _add_bench(sub)

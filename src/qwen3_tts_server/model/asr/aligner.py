@@ -29,7 +29,7 @@ CJK_RANGES = (
 SEGMENTED_ELSEWHERE = ("japanese", "korean")
 
 
-def _kept(character: str) -> bool:
+def is_kept(character: str) -> bool:
     return character == "'" or unicodedata.category(character)[0] in "LN"
 
 
@@ -44,7 +44,7 @@ def alignment_words(text: str, language: str = "") -> list[str]:
     words: list[str] = []
     for piece in text.split():
         run = ""
-        for character in filter(_kept, piece):
+        for character in filter(is_kept, piece):
             if _ideograph(character):
                 words += [run, character] if run else [character]
                 run = ""
