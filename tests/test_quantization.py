@@ -39,6 +39,25 @@ def test_quantised_linear_stays_close_to_the_float_one(layer, tolerance):
     assert ((got - want).norm() / want.norm()).item() < tolerance
 
 
+def test_int8_multiplies_many_rows_with_its_weights_dequantised_when_asked():
+    """From `dense_from_rows` rows on, the layer gives x (scales * W8)^T + b in the input's dtype; fewer rows, and
+    int4 (whose packing has no cheap dequantisation), keep the packed kernel."""
+    torch.manual_seed(0)
+    linear = nn.Linear(256, 96, bias=True)
+    layer = Int8Linear(linear)
+    x = torch.randn(40, 256)
+    packed = layer(x)
+    layer.dense_from_rows = 32
+    dequantised = layer.weight.float() * layer.scales.float()[:, None]
+    assert torch.equal(layer(x), nn.functional.linear(x, dequantised, linear.bias))
+    assert torch.equal(layer(x[:31]), packed[:31])  # under the threshold: the packed kernel, as before
+    assert ((layer(x) - packed).norm() / packed.norm()).item() < 0.01  # the kernel's bfloat16 input rounding only
+    four = Int4Linear(linear, 32)
+    before = four(x)
+    four.dense_from_rows = 1
+    assert torch.equal(four(x), before)
+
+
 @pytest.mark.parametrize(("mode", "dtype"), [("int8", "float32"), ("int4", "float32"), ("int4", "bfloat16")])
 def test_quantised_model_speaks(checkpoint_dirs, models, mode, dtype):
     model = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype=dtype, quantize=mode)

@@ -22,6 +22,7 @@ from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import TimedWord
 from qwen3_tts_server.service.subtitles import subtitle_cues, to_srt, to_webvtt, word_spans
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
+from qwen3_tts_server.testing.signals import voiced_glide
 
 ORACLE = json.loads((ASR_FIXTURE_DIR / "oracle.json").read_text(encoding="utf-8"))
 FORMATS = {  # file name: (container, codec, sample rate)
@@ -37,11 +38,7 @@ FORMATS = {  # file name: (container, codec, sample rate)
 
 
 def speech(seconds: float, rate: int) -> np.ndarray:
-    """[samples, 1]: a voiced glide under a syllable envelope (what parity_cases.write_reference writes)."""
-    t = np.arange(int(rate * seconds)) / rate
-    phase = 2 * np.pi * np.cumsum(140 + 40 * np.sin(2 * np.pi * 0.7 * t)) / rate
-    voice = sum(np.sin(k * phase) / k for k in range(1, 8)) * np.clip(np.sin(2 * np.pi * 4 * t), 0, None) ** 0.5
-    return (0.2 * voice)[:, None].astype(np.float32)
+    return voiced_glide(seconds, rate)[:, None]
 
 
 @pytest.fixture(scope="module")

@@ -58,12 +58,25 @@ class PackedLinear(nn.Module):
         super().__init__()
         self.out_features = linear.out_features
         self.bias = linear.bias
+        # From this many rows on, W is dequantised for the call and multiplied in the input's dtype: a long
+        # prompt's prefill is bound by arithmetic, where the packed kernels (bfloat16 activations) are slower than
+        # float32 sgemm on CPUs without bfloat16 instructions. None: always packed.
+        self.dense_from_rows: int | None = None
 
     def multiply(self, rows: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
 
+    def dense_weight(self, dtype: torch.dtype) -> torch.Tensor | None:
+        """W dequantised to `dtype`, where that is cheap; None where it is not."""
+        return None
+
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = self.multiply(x.reshape(-1, x.shape[-1]).to(torch.bfloat16).contiguous())
+        rows = x.reshape(-1, x.shape[-1])
+        if self.dense_from_rows is not None and len(rows) >= self.dense_from_rows:
+            weight = self.dense_weight(x.dtype)
+            if weight is not None:
+                return nn.functional.linear(x, weight, self.bias)
+        y = self.multiply(rows.to(torch.bfloat16).contiguous())
         y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
 
@@ -80,6 +93,9 @@ class Int8Linear(PackedLinear):
 
     def multiply(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int8pack_mm(rows, self.weight, self.scales)
+
+    def dense_weight(self, dtype: torch.dtype) -> torch.Tensor:
+        return self.weight.to(dtype) * self.scales.to(dtype)[:, None]
 
 
 class Int4Linear(PackedLinear):

@@ -81,19 +81,30 @@ class GreedyRows:
         row = self.rows.pop(row_id, None)
         if row is not None:
             self._free.append(row.slot)
+            self._free.sort(reverse=True)  # the lowest free slot is popped first
 
     @torch.inference_mode()
     def step(self) -> list[Emitted]:
-        """One token for every running row."""
+        """One token for every running row.
+
+        The step runs over the slots from the first to the last running one, free slots among them included (their
+        work is discarded): the cache is read as one slice, not gathered row by row, which at eight rows of a
+        0.6B model was a quarter of a gigabyte copied every step. Slots are handed out lowest first to keep that
+        range short."""
         if not self.rows:
             return []
-        ids = list(self.rows)
-        slots = [self.rows[row_id].slot for row_id in ids]
-        span = max(self.cache.lengths[slot] for slot in slots) + 1
+        by_slot = {row.slot: row_id for row_id, row in self.rows.items()}
+        count = max(by_slot) + 1
+        span = max(self.cache.lengths[slot] for slot in by_slot) + 1
         self.cache.ensure_capacity(span)
-        index = torch.tensor(slots, device=self.device)
-        last = torch.tensor([[self.rows[row_id].tokens[-1]] for row_id in ids], device=self.device)
-        hidden = self.decoder.decode(self.decoder.embed_tokens(last).to(self.dtype), self.cache, index, span)
-        self.cache.advance(index, torch.ones(len(ids), dtype=torch.long, device=self.device), slots)
-        tokens = self._argmax(hidden[:, -1])
-        return [self._record(row_id, self.rows[row_id], token) for row_id, token in zip(ids, tokens, strict=True)]
+        last = [[self.rows[by_slot[slot]].tokens[-1] if slot in by_slot else 0] for slot in range(count)]
+        embedded = self.decoder.embed_tokens(torch.tensor(last, device=self.device)).to(self.dtype)
+        hidden = self.decoder.decode(embedded, self.cache, slice(0, count), span)[:, -1]
+        running = torch.tensor([slot in by_slot for slot in range(count)], dtype=torch.long, device=self.device)
+        self.cache.advance(slice(0, count), running, list(by_slot))
+        slots = sorted(by_slot)
+        tokens = self._argmax(hidden if len(slots) == count else hidden[slots])
+        return [
+            self._record(by_slot[slot], self.rows[by_slot[slot]], token)
+            for slot, token in zip(slots, tokens, strict=True)
+        ]

@@ -21,7 +21,7 @@ from ...errors import CheckpointError
 from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint, weight_files
 from ..device import parse_device, parse_dtype
 from ..layers import fuse_projections
-from ..quantization import decoder_linears, parse_quantization, quantize_linears
+from ..quantization import PackedLinear, decoder_linears, parse_quantization, quantize_linears
 from ..text_tokenizer import TextTokenizer
 from .decoder import AsrDecoder
 from .encoder import AudioEncoder, AudioEncoderConfig, sinusoid_positions
@@ -30,6 +30,9 @@ REQUIRED_FILES = ("config.json", "vocab.json", "merges.txt", "tokenizer_config.j
 ALIGNER_TYPE = "qwen3_forced_aligner"
 TRANSCRIBER_TYPE = "qwen3_asr_thinker"
 STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")  # the official generate()'s end-of-sequence ids
+# A prompt's prefill (hundreds of audio tokens) multiplies its int8 layers in float32 from this many rows on
+# (`PackedLinear.dense_from_rows`): 1.6x faster than the packed kernel at 410 rows on an AVX2 CPU.
+DENSE_FROM_ROWS = 32
 
 
 @dataclass(frozen=True)
@@ -142,6 +145,9 @@ def load_asr_checkpoint(
         if device.type == "cpu":
             targets.append((thinker, "lm_head", "int8"))
         failure = quantize_linears(targets, quantization, device, dtype)
+        for layer in thinker.model.modules():
+            if isinstance(layer, PackedLinear):
+                layer.dense_from_rows = DENSE_FROM_ROWS
     tokenizer = TextTokenizer.cached(directory)
     tokens = AsrTokens(
         audio_pad=int(thinker_config.get("audio_token_id") or _token(tokenizer, "<|audio_pad|>", directory)),
