@@ -24,6 +24,7 @@ from qwen3_tts_server.errors import CheckpointError, InvalidInputError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.model.quantization import PackedLinear
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
 ORACLE = json.loads((ASR_FIXTURE_DIR / "oracle.json").read_text(encoding="utf-8"))
@@ -130,13 +131,11 @@ def test_a_sharded_checkpoint_loads_as_the_whole_one(checkpoint_dirs, tmp_path):
         save_file({key: weights[key] for key in keys}, str(sharded / shard))
     index = {"weight_map": {key: shard for shard, keys in halves.items() for key in keys}}
     (sharded / "model.safetensors.index.json").write_text(json.dumps(index))
-    one, other = load_asr_checkpoint(whole), load_asr_checkpoint(sharded)
-    assert torch.equal(one.head.weight, other.head.weight)
+    one, other = (load_asr_checkpoint(path, dtype="bfloat16") for path in (whole, sharded))  # plain modules
+    for module in ("encoder", "decoder", "head"):
+        mine, theirs = getattr(one, module).state_dict(), getattr(other, module).state_dict()
+        assert mine.keys() == theirs.keys() and all(torch.equal(mine[key], theirs[key]) for key in mine)
     assert one.head.weight.data_ptr() != one.decoder.embed_tokens.weight.data_ptr()  # its own head
-    assert all(
-        torch.equal(a, b)
-        for a, b in zip(one.encoder.state_dict().values(), other.encoder.state_dict().values(), strict=True)
-    )
 
 
 def test_a_checkpoint_of_another_kind_is_refused_with_its_reason(checkpoint_dirs, tmp_path):
@@ -157,3 +156,15 @@ def test_timestamps_without_an_aligner_are_refused(transcriber, clips):
     _, model = transcriber
     with pytest.raises(InvalidInputError, match="ForcedAligner"):
         model.transcribe([clips["short_16k.wav"]], timestamps=True)
+
+
+@pytest.mark.parametrize("mode", ["int8", "int4"])
+def test_quantised_weights_transcribe_and_say_so(checkpoint_dirs, clips, mode):
+    checkpoint = load_asr_checkpoint(checkpoint_dirs["asr"], quantize=mode)
+    assert (checkpoint.quantization, checkpoint.quantization_failure) == (mode, None)
+    packed = [module for module in checkpoint.decoder.modules() if isinstance(module, PackedLinear)]
+    assert len(packed) == 4 * 2 and all(module.dense_from_rows for module in packed)  # qkv, o, gate_up, down
+    assert isinstance(checkpoint.head, PackedLinear)  # the head in int8 on a CPU, whatever the mode
+    assert checkpoint.decoder.embed_tokens.weight.dtype == torch.float32  # the table the head was tied to
+    (result,) = Transcriber(checkpoint).transcribe([clips["ref_16k_mono.wav"]], max_new_tokens=8)
+    assert result.tokens == 8 and result.text

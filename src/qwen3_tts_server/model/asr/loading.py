@@ -5,7 +5,9 @@ otherwise (the aligner's 5000 timestamp classes).
 
 With `quantize` the decoder's layers take the packed int8/int4 weights of `model/quantization.py` and, on a CPU,
 the head takes int8 (the tied table stays in float for the embedding lookups). The audio encoder runs once per
-clip over many tokens at a time, bound by arithmetic rather than by reading weights: it keeps the model's dtype."""
+clip over many tokens at a time, bound by arithmetic rather than by reading weights: it keeps the model's dtype.
+On a CPU in float32 the float linear layers left are reordered for oneDNN once (`model/cpu_linear.py`), a tied
+head as a copy of its own while the embedding table stays memory-mapped in the file."""
 
 from __future__ import annotations
 
@@ -19,6 +21,7 @@ from torch import nn
 
 from ...errors import CheckpointError
 from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint, weight_files
+from ..cpu_linear import prepack_linears
 from ..device import parse_device, parse_dtype
 from ..layers import fuse_projections
 from ..quantization import PackedLinear, decoder_linears, parse_quantization, quantize_linears
@@ -133,9 +136,19 @@ def load_asr_checkpoint(
     stored = {f"thinker.model.{path}.weight" for path in decoder_linears(thinker.model)} if quantization else set()
     if quantization and device.type == "cpu" and own_head:
         stored.add("thinker.lm_head.weight")
-    load_weights(weights, files, device, dtype, prefixes=("thinker.",), stored=stored if device.type == "cpu" else ())
+    cpu_float32 = device.type == "cpu" and dtype == torch.float32
+    # On a CPU in float32 the embedding table stays in the file, memory-mapped: a lookup reads a few of its rows,
+    # and the head that is tied to it multiplies a reordered copy (made below, or the int8 one) instead.
+    mapped = {"thinker.model.embed_tokens.weight"} if cpu_float32 and not own_head else set()
+    if device.type == "cpu":
+        load_weights(weights, files, device, dtype, prefixes=("thinker.",), stored=stored, mapped=mapped)
+    else:
+        load_weights(weights, files, device, dtype, prefixes=("thinker.",))
     encoder = thinker.audio_tower
     encoder.positions = sinusoid_positions(encoder.config.max_positions, encoder.config.width).to(device)
+    table = thinker.model.embed_tokens
+    if table.weight.dtype != dtype:
+        table.output_dtype = dtype
     if not own_head:
         thinker.tie_head()
     fuse_projections(thinker.model)
@@ -148,6 +161,11 @@ def load_asr_checkpoint(
         for layer in thinker.model.modules():
             if isinstance(layer, PackedLinear):
                 layer.dense_from_rows = DENSE_FROM_ROWS
+    if cpu_float32:
+        if quantization is None and not own_head:  # the head's own float32 copy, to be reordered
+            thinker.lm_head = nn.Linear(table.embedding_dim, table.num_embeddings, bias=False, device="meta")
+            thinker.lm_head.weight = nn.Parameter(table.weight.float(), requires_grad=False)
+        prepack_linears(thinker)  # every float32 linear layer left (the encoder's alone when quantised)
     tokenizer = TextTokenizer.cached(directory)
     tokens = AsrTokens(
         audio_pad=int(thinker_config.get("audio_token_id") or _token(tokenizer, "<|audio_pad|>", directory)),

@@ -1,0 +1,49 @@
+"""Float32 linear layers reordered for oneDNN give the plain layers' outputs (to the last bits), skip what they are
+told to, and put everything back when the operators fail."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+
+from qwen3_tts_server.model import cpu_linear
+from qwen3_tts_server.model.cpu_linear import PrepackedLinear, prepack_linears
+
+
+def model() -> nn.Module:
+    torch.manual_seed(0)
+    return nn.Sequential(nn.Linear(64, 96), nn.GELU(), nn.Sequential(nn.Linear(96, 32, bias=False)), nn.Linear(32, 8))
+
+
+@pytest.mark.parametrize("rows", [1, 8, 405])
+def test_reordered_layers_give_the_plain_outputs(rows):
+    plain = model()
+    reordered = model()
+    reordered[3].double()  # not float32: left as it is
+    assert prepack_linears(reordered) is None
+    assert [type(layer).__name__ for layer in (reordered[0], reordered[2][0], reordered[3])] == [
+        "PrepackedLinear", "PrepackedLinear", "Linear",
+    ]  # fmt: skip
+    plain[3].double()
+    x = torch.randn(2, rows, 64)
+    with torch.inference_mode():
+        want, got = plain[:3](x), reordered[:3](x)
+        assert torch.equal(plain[3](want.double()), reordered[3](want.double()))
+    assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+
+
+@pytest.mark.parametrize("fault", ["missing", "wrong"])
+def test_a_missing_or_wrong_operator_leaves_every_layer_as_it_was(monkeypatch, caplog, fault):
+    layers = model()
+    real = torch.ops.mkldnn._reorder_linear_weight
+
+    def reorder(weight, rows):
+        if fault == "missing":
+            raise RuntimeError("no oneDNN here")
+        return real(weight * 2, rows)
+
+    monkeypatch.setattr(cpu_linear.torch.ops.mkldnn, "_reorder_linear_weight", reorder)
+    assert ("no oneDNN here" if fault == "missing" else "away from the plain layer") in prepack_linears(layers)
+    assert not any(isinstance(layer, PrepackedLinear) for layer in layers.modules())
+    assert "not reordered" in caplog.text
