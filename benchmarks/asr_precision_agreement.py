@@ -3,7 +3,7 @@ default) and a fixed set of clips: float32 makes a greedy reference of N tokens 
 off); each variant is then teacher forced along it (one prefill of the prompt and the reference) and agrees at a
 step when its argmax is the reference's token. Variants: bfloat16, int8 and int4 weights (QUANTIZE).
 
-    .venv/bin/python benchmarks/asr_precision_agreement.py [--size 0.6b] [--clips 8] [--seconds 30]
+    .venv/bin/python benchmarks/asr_precision_agreement.py [--size 0.6b | --model DIR] [--clips 8] [--seconds 30]
         [--tokens 100] [--variants bfloat16 int8 int4] [--out FILE]
 
 Prints JSON and writes benchmarks/results/asr_precision_agreement_<size>_cpu.json (or --out).
@@ -31,7 +31,8 @@ VARIANTS = {"float32": ("float32", None), "bfloat16": ("bfloat16", None), "int8"
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="0.6b")
+    parser.add_argument("--size", default="0.6b", help="random-weight checkpoint size (without --model)")
+    parser.add_argument("--model", type=Path, help="a real checkpoint directory instead")
     parser.add_argument("--clips", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=100)
@@ -45,7 +46,7 @@ def main() -> None:
         "variants": {},
     }
     with tempfile.TemporaryDirectory() as scratch:
-        directory = make_asr_test_model(Path(scratch) / "asr", size=args.size, model_type="asr", seed=0)
+        directory = args.model or make_asr_test_model(Path(scratch) / "asr", size=args.size, model_type="asr", seed=0)
         reference_model = Transcriber(load_asr_checkpoint(directory, "cpu", "float32"))
         references = held_open(reference_model, clips, args.tokens).tokens
         self_check = [forced_choices(reference_model, clip, ref) for clip, ref in zip(clips, references, strict=True)]

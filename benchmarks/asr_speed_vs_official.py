@@ -5,7 +5,7 @@ together. Ours in float32, bfloat16, int8 and int4 weights; the official package
 backend, batching the eight in one generate() call). Run it in the ASR oracle environment from the repository
 root (tools/asr_oracle_venv.sh DIR):
 
-    DIR/bin/python benchmarks/asr_speed_vs_official.py [--size 0.6b] [--seconds 30] [--tokens 100]
+    DIR/bin/python benchmarks/asr_speed_vs_official.py [--size 0.6b | --model DIR] [--seconds 30] [--tokens 100]
         [--concurrency 1 8] [--variants float32 bfloat16 int8 int4] [--out FILE]
 
 Prints a table and writes benchmarks/results/asr_speed_vs_official.json (or --out). Real-time factor: seconds of
@@ -72,7 +72,8 @@ def time_official(directory: Path, clips: list, tokens: int, concurrency: list[i
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--size", default="0.6b")
+    parser.add_argument("--size", default="0.6b", help="random-weight checkpoint size (without --model)")
+    parser.add_argument("--model", type=Path, help="a real checkpoint directory instead")
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
@@ -81,7 +82,7 @@ def main() -> None:
     args = parser.parse_args()
     clips = bench_clips(max(args.concurrency), args.seconds)
     with tempfile.TemporaryDirectory() as scratch:
-        directory = make_asr_test_model(Path(scratch) / "asr", size=args.size, model_type="asr", seed=0)
+        directory = args.model or make_asr_test_model(Path(scratch) / "asr", size=args.size, model_type="asr", seed=0)
         official = time_official(directory, clips, args.tokens, args.concurrency)
         ours = {
             variant: time_ours(directory, variant, clips, args.tokens, args.concurrency) for variant in args.variants
