@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
 import torch
 
@@ -168,3 +169,9 @@ def test_quantised_weights_transcribe_and_say_so(checkpoint_dirs, clips, mode):
     assert checkpoint.decoder.embed_tokens.weight.dtype == torch.float32  # the table the head was tied to
     (result,) = Transcriber(checkpoint).transcribe([clips["ref_16k_mono.wav"]], max_new_tokens=8)
     assert result.tokens == 8 and result.text
+
+
+def test_audio_shorter_than_one_feature_frame_is_refused(transcriber):
+    _, model = transcriber
+    with pytest.raises(InvalidInputError, match="clip 1 is 12.5 ms long; at least 12.6 ms"):
+        model.transcribe([np.zeros(16000, np.float32), np.zeros(200, np.float32)])

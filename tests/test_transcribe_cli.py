@@ -125,12 +125,14 @@ def test_subtitles_and_word_timestamps_come_from_the_aligner(checkpoints, tmp_pa
         (["ok.wav", "--language", "klingon"], "unsupported language 'klingon'; Qwen3-ASR transcribes Chinese (zh)"),
         (["ok.wav", "a/ok.wav", "-o", "out"], "several files are named ok"),
         (["ok.wav", "--batch", "0"], "--batch and --max-new-tokens are at least 1"),
+        (["blip.wav"], "blip.wav is 10.0 ms long; at least 12.6 ms of audio is needed"),
     ],
 )
 def test_bad_input_is_one_clear_line(checkpoints, tmp_path, args, message):
     (tmp_path / "garbage.wav").write_bytes(b"not audio at all" * 10)
     (tmp_path / "empty.wav").write_bytes(b"")
     sf.write(tmp_path / "ok.wav", speech(0.5, 16000), 16000)
+    sf.write(tmp_path / "blip.wav", speech(0.01, 16000), 16000)
     (tmp_path / "a").mkdir()
     sf.write(tmp_path / "a" / "ok.wav", speech(0.5, 16000), 16000)
     done = run(*args, "--model", str(checkpoints["asr"]), cwd=tmp_path)

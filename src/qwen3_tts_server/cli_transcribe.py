@@ -43,13 +43,16 @@ def add_transcribe(sub: argparse._SubParsersAction, speed_flags: Any) -> None:
 def _read(path: Path) -> Any:
     from .audio.decoding import decode_audio
     from .model.asr.mel import model_wave
+    from .model.asr.transcriber import check_length
 
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}", param="file") from None
     samples, rate = decode_audio(data, subject=str(path), param="file")
-    return model_wave(samples.T, rate).numpy()
+    wave = model_wave(samples.T, rate).numpy()
+    check_length(wave, str(path))
+    return wave
 
 
 def _rendered(result: Any, name: str, form: str) -> str:

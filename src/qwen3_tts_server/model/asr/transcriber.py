@@ -21,12 +21,13 @@ from .aligner import aligner_prompt, alignment_words, slot_steps, timed_words
 from .decoding import GreedyRows
 from .loading import AsrCheckpoint
 from .long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
-from .mel import SAMPLE_RATE, log_mel
+from .mel import N_FFT, SAMPLE_RATE, log_mel
 from .transcript import merge_languages, parse_transcript
 
 TOKENS_PER_SECOND = 16  # a part's default budget: far above speech's densest text (about 6 tokens a second)
 MIN_BUDGET = 64
 DEFAULT_ROWS = 8
+MIN_SAMPLES = N_FFT // 2 + 1  # 12.6 ms: one feature frame
 
 
 @dataclass(frozen=True)
@@ -76,6 +77,15 @@ def prompt_text(context: str, language: str | None, audio_tokens: int) -> str:
         f"<|im_start|>system\n{context}<|im_end|>\n<|im_start|>user\n<|audio_start|>"
         f"{'<|audio_pad|>' * audio_tokens}<|audio_end|><|im_end|>\n<|im_start|>assistant\n{forced}"
     )
+
+
+def check_length(wave: np.ndarray, subject: str) -> None:
+    """Refuse audio too short for one feature frame (the front end's window reflects half of itself at each end)."""
+    if len(wave) < MIN_SAMPLES:
+        have, need = 1000 * len(wave) / SAMPLE_RATE, 1000 * MIN_SAMPLES / SAMPLE_RATE
+        raise InvalidInputError(
+            f"{subject} is {have:.1f} ms long; at least {need:.1f} ms of audio is needed", param="file"
+        )
 
 
 def part_budget(samples: int) -> int:
@@ -129,6 +139,8 @@ class Transcriber:
         contexts = list(contexts) if contexts is not None else [""] * len(waves)
         if not len(languages) == len(contexts) == len(waves):
             raise ValueError("one language and one context per clip")
+        for index, wave in enumerate(waves):
+            check_length(wave, f"clip {index}")
         if timestamps and self.aligner is None:
             raise InvalidInputError("word timestamps need a ForcedAligner checkpoint", param="timestamp_granularities")
         longest = MAX_SECONDS_WITH_TIMESTAMPS if timestamps else MAX_SECONDS
