@@ -19,14 +19,12 @@ from pathlib import Path
 
 import torch
 
-from qwen3_tts_server.bench.asr import bench_clips, forced_choices, held_open
+from qwen3_tts_server.bench.asr import VARIANTS, bench_clips, forced_choices, held_open
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
-VARIANTS = {"float32": ("float32", None), "bfloat16": ("bfloat16", None), "int8": ("float32", "int8"),
-            "int4": ("float32", "int4")}  # fmt: skip
 
 
 def main() -> None:

@@ -29,13 +29,10 @@ sys.path.insert(0, str(ROOT / "src"))
 import torch  # noqa: E402
 from qwen_asr import Qwen3ASRModel  # noqa: E402
 
-from qwen3_tts_server.bench.asr import SAMPLE_RATE, bench_clips, held_open  # noqa: E402
+from qwen3_tts_server.bench.asr import SAMPLE_RATE, VARIANTS, bench_clips, held_open  # noqa: E402
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint  # noqa: E402
 from qwen3_tts_server.model.asr.transcriber import Transcriber  # noqa: E402
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
-
-VARIANTS = {"float32": ("float32", None), "bfloat16": ("bfloat16", None), "int8": ("float32", "int8"),
-            "int4": ("float32", "int4")}  # fmt: skip
 
 
 def time_ours(directory: Path, variant: str, clips: list, tokens: int, concurrency: list[int]) -> dict:
