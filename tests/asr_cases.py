@@ -60,10 +60,13 @@ TRANSCRIBE_CASES = {
         {"audio": "ref_44k_stereo.wav", "language": "English", "context": "Short stereo sample."},
     ],
 }
-# Official transcribe(return_time_stamps=True) calls, the tiny transcriber with the tiny aligner.
+# Official transcribe(return_time_stamps=True) calls, the tiny transcriber with the tiny aligner (Korean split with
+# KOREAN_TEST_WORDS).
 TIMESTAMP_CASES = {
     "english": {"audio": "ref_16k_mono.wav", "language": "English"},
     "chinese": {"audio": "ref_22k_mono.wav", "language": "Chinese"},
+    "japanese": {"audio": "ref_16k_mono.wav", "language": "Japanese"},
+    "korean": {"audio": "ref_22k_mono.wav", "language": "Korean"},
 }
 ALIGN_CASES = {
     "english": {
@@ -72,7 +75,32 @@ ALIGN_CASES = {
         "language": "English",
     },
     "chinese": {"audio": "ref_22k_mono.wav", "text": "我想让你模仿这个声音说话。", "language": "Chinese"},
+    "japanese": {"audio": "ref_16k_mono.wav", "text": "東京の天気は、明日も晴れるでしょう。", "language": "Japanese"},
+    "korean": {"audio": "ref_22k_mono.wav", "text": "오늘날 서울의 날씨는 맑습니다.", "language": "Korean"},
 }
+
+# The official Korean word list ships inside qwen-asr only; the recorder runs the official Korean splitter with
+# this list of our own instead, so the tests check the splitting rule on a list they have.
+KOREAN_TEST_WORDS = ("오늘", "오늘날", "서울", "날씨", "학교에", "한국", "한국어", "사람들", "qw")
+
+
+def write_word_list(path: Path, words=KOREAN_TEST_WORDS) -> Path:
+    """A word list in the official Korean list's format (word, count, part of speech), written to `path`."""
+    path.write_text("".join(f"{word} 10 n\n" for word in words) + "\n", encoding="utf-8")
+    return path
+
+
+# (transcript, language): the official word split of each, as the aligner receives it.
+WORD_SPLIT_CASES = [
+    ("東京の天気は、明日も晴れるでしょう。", "Japanese"),
+    ("私はＡＩです、2024年に３回「テスト」しました！", "Japanese"),
+    ("カタカナとひらがな ｈａｌｆ width, Don't stop.", "japanese"),
+    ("오늘날 서울의 날씨는 맑습니다.", "Korean"),
+    ("한국어를 배우는 사람들이 학교에서 공부해요!", "Korean"),
+    ("나 너 우리, 오늘은... 한국! qwen3 모델 (테스트) 'ok'", "KOREAN"),
+    ("Plain English, with 3.5 numbers and don't-stop words.", "English"),
+    ("混合 mixed中文text，标点。", "Chinese"),
+]
 
 # Decoded outputs read by the official parse_asr_output: (decoded, forced language).
 PARSE_CASES = [

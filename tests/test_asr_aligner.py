@@ -1,26 +1,36 @@
 """The forced aligner gives the official word timestamps (tests/fixtures/asr): its words, its prompt ids, the step
-at every timestamp slot from the official features, and the official repair of those steps."""
+at every timestamp slot from the official features, and the official repair of those steps; the words split from a
+transcript as the official package splits them, Japanese by nagisa, Korean by the official rule over a word list."""
 
 from __future__ import annotations
 
 import json
+import sys
 
 import numpy as np
 import pytest
 import torch
 from safetensors.torch import load_file
 
-from asr_cases import ALIGN_CASES, ASR_CHECKPOINTS, ASR_FIXTURE_DIR, REPAIR_CASES
-from qwen3_tts_server.errors import InvalidInputError
+from asr_cases import (
+    ALIGN_CASES,
+    ASR_CHECKPOINTS,
+    ASR_FIXTURE_DIR,
+    REPAIR_CASES,
+    WORD_SPLIT_CASES,
+    write_word_list,
+)
+from qwen3_tts_server.errors import ConfigurationError
+from qwen3_tts_server.model.asr import word_split
 from qwen3_tts_server.model.asr.aligner import (
     aligner_prompt,
-    alignment_words,
     repair_timestamps,
     slot_steps,
     timed_words,
 )
 from qwen3_tts_server.model.asr.decoder import AsrDecoder
 from qwen3_tts_server.model.asr.encoder import AudioEncoder, AudioEncoderConfig
+from qwen3_tts_server.model.asr.word_split import WordSplitter, spaced_words
 from qwen3_tts_server.model.text_tokenizer import TextTokenizer
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
@@ -43,11 +53,16 @@ def aligner(tmp_path_factory):
     return encoder.eval(), decoder.eval(), head, TextTokenizer.from_directory(directory)
 
 
+@pytest.fixture(scope="module")
+def splitter(tmp_path_factory):
+    return WordSplitter(write_word_list(tmp_path_factory.mktemp("korean") / "words.dict"))
+
+
 @pytest.mark.parametrize("case", ALIGN_CASES)
-def test_the_aligner_gives_the_official_timestamps(aligner, case):
+def test_the_aligner_gives_the_official_timestamps(aligner, splitter, case):
     encoder, decoder, head, tokenizer = aligner
     spec, recorded = ALIGN_CASES[case], ORACLE["align"][case]
-    words = alignment_words(spec["text"], spec["language"])
+    words = splitter.words(spec["text"], spec["language"])
     assert words == [item["text"] for item in recorded["items"]]
     with torch.inference_mode():
         audio = encoder(torch.from_numpy(FEATURES[spec["audio"]].copy()))
@@ -60,10 +75,44 @@ def test_the_aligner_gives_the_official_timestamps(aligner, case):
 
 
 def test_words_keep_letters_digits_and_apostrophes_and_split_ideographs():
-    assert alignment_words("Don't stop-me now, 3.5 times!") == ["Don't", "stopme", "now", "35", "times"]
-    assert alignment_words("漢字とカナ mixed中文text") == ["漢", "字", "とカナ", "mixed", "中", "文", "text"]
-    with pytest.raises(InvalidInputError, match="Japanese"):
-        alignment_words("こんにちは", "Japanese")
+    assert spaced_words("Don't stop-me now, 3.5 times!") == ["Don't", "stopme", "now", "35", "times"]
+    assert spaced_words("漢字とカナ mixed中文text") == ["漢", "字", "とカナ", "mixed", "中", "文", "text"]
+
+
+@pytest.mark.parametrize(("case", "official"), list(zip(WORD_SPLIT_CASES, ORACLE["words"], strict=True)))
+def test_words_are_split_as_the_official_package_splits_them(splitter, case, official):
+    text, language = case
+    assert splitter.words(text, language) == official
+
+
+def test_korean_needs_the_official_word_list_and_says_where_it_is(monkeypatch, tmp_path):
+    monkeypatch.setattr(word_split, "OFFICIAL_DISTRIBUTION", "qwen-asr-not-installed")
+    with pytest.raises(ConfigurationError, match="pip download qwen-asr==0.0.6 --no-deps") as refused:
+        WordSplitter().words("서울의 날씨", "Korean")
+    assert refused.value.param == "korean_words"
+    with pytest.raises(ConfigurationError, match="cannot read the Korean word list .*missing.dict"):
+        WordSplitter(tmp_path / "missing.dict").prepare("Korean")
+    assert WordSplitter().words("Hello there", "English") == ["Hello", "there"]  # other languages need no list
+
+
+def test_an_installed_official_package_lends_its_korean_word_list(monkeypatch, tmp_path):
+    """Found in the distribution's files without importing it (the official package needs transformers)."""
+    listed = tmp_path / word_split.OFFICIAL_KOREAN_LIST
+    listed.parent.mkdir(parents=True)
+    write_word_list(listed, ["서울"])
+    info = tmp_path / "qwen_asr-0.0.6.dist-info"
+    info.mkdir()
+    (info / "METADATA").write_text("Metadata-Version: 2.1\nName: qwen-asr\nVersion: 0.0.6\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert word_split.installed_korean_list() == listed
+    assert WordSplitter().words("서울의 날씨는", "Korean") == ["서울", "의", "날씨는"]
+
+
+def test_japanese_without_its_segmenter_names_the_extra(monkeypatch):
+    monkeypatch.setitem(sys.modules, "nagisa", None)  # import nagisa raises ImportError
+    monkeypatch.setattr(word_split, "_nagisa", word_split._nagisa.__wrapped__)
+    with pytest.raises(ConfigurationError, match=r"pip install 'qwen3-tts-server\[japanese\]'"):
+        WordSplitter().prepare("Japanese")
 
 
 @pytest.mark.parametrize(("raw", "official"), list(zip(REPAIR_CASES, ORACLE["align"]["repair"], strict=True)))

@@ -19,12 +19,14 @@ from asr_cases import (
     TRANSCRIBE_CASES,
     TRANSCRIBERS,
     write_asr_clip,
+    write_word_list,
 )
 from qwen3_tts_server.audio.decoding import decode_audio
 from qwen3_tts_server.errors import CheckpointError, InvalidInputError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.model.asr.word_split import WordSplitter
 from qwen3_tts_server.model.quantization import PackedLinear
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
@@ -102,10 +104,12 @@ def test_clips_decoded_side_by_side_get_what_they_get_alone(checkpoint_dirs, cli
 
 
 @pytest.mark.parametrize("case", TIMESTAMP_CASES)
-def test_word_timestamps_are_the_official_ones(checkpoint_dirs, clips, case):
+def test_word_timestamps_are_the_official_ones(checkpoint_dirs, clips, tmp_path, case):
     spec, recorded = TIMESTAMP_CASES[case], ORACLE["timestamps"][case]
     model = Transcriber(
-        load_asr_checkpoint(checkpoint_dirs["asr"]), load_asr_checkpoint(checkpoint_dirs["forced_aligner"])
+        load_asr_checkpoint(checkpoint_dirs["asr"]),
+        load_asr_checkpoint(checkpoint_dirs["forced_aligner"]),
+        WordSplitter(write_word_list(tmp_path / "korean.dict")),  # the word list the oracle's Korean was split with
     )
     (result,) = model.transcribe(
         [clips[spec["audio"]]], [spec["language"]], timestamps=True, max_new_tokens=MAX_NEW_TOKENS

@@ -355,7 +355,9 @@ def pyproject_pins(*extras: str) -> dict[str, str]:
     return pins
 
 
-@pytest.mark.parametrize(("lock", "extras"), [("requirements.lock", ()), ("requirements-test.lock", ("test", "ray"))])
+@pytest.mark.parametrize(
+    ("lock", "extras"), [("requirements.lock", ("japanese",)), ("requirements-test.lock", ("test", "ray"))]
+)
 def test_lock_agrees_with_pyproject(lock, extras):
     locked = lock_pins(lock)
     for package, version in pyproject_pins(*extras).items():

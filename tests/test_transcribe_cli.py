@@ -126,6 +126,10 @@ def test_subtitles_and_word_timestamps_come_from_the_aligner(checkpoints, tmp_pa
         (["ok.wav", "a/ok.wav", "-o", "out"], "several files are named ok"),
         (["ok.wav", "--batch", "0"], "--batch and --max-new-tokens are at least 1"),
         (["blip.wav"], "blip.wav is 10.0 ms long; at least 12.6 ms of audio is needed"),
+        (
+            ["ok.wav", "--timestamps", "--aligner", "none", "--language", "ko", "--korean-words", "no.dict"],
+            "cannot read the Korean word list no.dict",
+        ),
     ],
 )
 def test_bad_input_is_one_clear_line(checkpoints, tmp_path, args, message):

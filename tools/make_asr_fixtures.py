@@ -9,7 +9,9 @@ It builds the checkpoints with this project's `make_asr_test_model` (imported fr
 tests/fixtures/asr/oracle.json: each checkpoint's hash and the official loader's verdict on it (missing,
 unexpected and mismatched weights), then for every case of tests/asr_cases.py the official prompt ids, generated
 ids, decoded and parsed output (transformers backend, CPU, float32, greedy), and for the aligner its input ids,
-the argmax at each timestamp slot and the repaired items; tests/fixtures/asr/features.npz, the official log-mel
+the argmax at each timestamp slot and the repaired items, and the official word split of every WORD_SPLIT_CASES
+transcript (Korean with KOREAN_TEST_WORDS as the word list: the official one ships with qwen-asr only);
+tests/fixtures/asr/features.npz, the official log-mel
 features of each reference recording; and tests/fixtures/asr/encoder.npz, the official audio encoder's output for
 those features (and for the first 60 and 150 frames of one: a clip under one chunk, and one with a padded tail).
 The tests rebuild the checkpoints, check the hash and compare.
@@ -37,6 +39,7 @@ sys.path.insert(0, str(ROOT / "tests"))
 import torch  # noqa: E402
 import torch.nn.functional as F  # noqa: E402
 from qwen_asr import Qwen3ASRModel, Qwen3ForcedAligner  # noqa: E402
+from qwen_asr.inference.qwen3_forced_aligner import Qwen3ForceAlignProcessor  # noqa: E402
 from qwen_asr.inference.utils import (  # noqa: E402
     merge_languages,
     normalize_audio_input,
@@ -51,6 +54,7 @@ from asr_cases import (  # noqa: E402
     ASR_FIXTURE_DIR,
     ENCODER_CUT_CLIP,
     ENCODER_CUTS,
+    KOREAN_TEST_WORDS,
     MAX_NEW_TOKENS,
     MERGE_CASES,
     PARSE_CASES,
@@ -59,6 +63,7 @@ from asr_cases import (  # noqa: E402
     TIMESTAMP_CASES,
     TRANSCRIBE_CASES,
     TRANSCRIBERS,
+    WORD_SPLIT_CASES,
     split_wave,
     write_asr_clip,
 )
@@ -137,6 +142,13 @@ def transcriptions(directory: Path, audio: dict[str, Path]) -> dict:
     return results
 
 
+def with_korean_test_words(processor: Qwen3ForceAlignProcessor) -> Qwen3ForceAlignProcessor:
+    """The official processor splitting Korean with KOREAN_TEST_WORDS in place of its own word list."""
+    processor.ko_score = {word: 1.0 for word in KOREAN_TEST_WORDS}
+    processor.ko_tokenizer = None
+    return processor
+
+
 def timestamped(directory: Path, aligner_directory: Path, audio: dict[str, Path]) -> dict:
     model = Qwen3ASRModel.from_pretrained(
         str(directory),
@@ -148,6 +160,7 @@ def timestamped(directory: Path, aligner_directory: Path, audio: dict[str, Path]
     )
     with_block_attention(model.model.thinker)
     with_block_attention(model.forced_aligner.model.thinker)
+    with_korean_test_words(model.forced_aligner.aligner_processor)
     results = {}
     for name, case in TIMESTAMP_CASES.items():
         (answer,) = model.transcribe(
@@ -164,6 +177,7 @@ def timestamped(directory: Path, aligner_directory: Path, audio: dict[str, Path]
 
 def alignments(directory: Path, audio: dict[str, Path]) -> dict:
     aligner = Qwen3ForcedAligner.from_pretrained(str(directory), dtype=torch.float32, device_map="cpu")
+    with_korean_test_words(aligner.aligner_processor)
     with_block_attention(aligner.model.thinker)
     seen: dict = {}
     forward = aligner.model.thinker.forward
@@ -206,6 +220,10 @@ def main() -> None:
             "transcribe": {name: transcriptions(checkpoints[name], audio) for name in TRANSCRIBERS},
             "timestamps": timestamped(checkpoints["asr"], checkpoints["forced_aligner"], audio),
             "align": alignments(checkpoints["forced_aligner"], audio),
+            "words": [
+                with_korean_test_words(Qwen3ForceAlignProcessor()).encode_timestamp(text, language)[0]
+                for text, language in WORD_SPLIT_CASES
+            ],
             "parse": [list(parse_asr_output(decoded, forced)) for decoded, forced in PARSE_CASES],
             "merge": [merge_languages(languages) for languages in MERGE_CASES],
             "split": {

@@ -28,6 +28,13 @@ def add_transcribe(sub: argparse._SubParsersAction, speed_flags: Any) -> None:
     p.add_argument("--language", help="the language spoken, by name or ISO 639 code (default: identified)")
     p.add_argument("--context", default="", help="text that helps recognition: names, terms, the topic")
     p.add_argument("--timestamps", action="store_true", help="word timestamps (needs --aligner)")
+    p.add_argument(
+        "--korean-words",
+        type=Path,
+        metavar="FILE",
+        help="the official Korean word list (korean_dict_jieba.dict from the qwen-asr package) for Korean word "
+        "timestamps (default: an installed qwen-asr's own)",
+    )
     p.add_argument("--format", choices=tuple(FORMATS), default="text", help="output format (default text)")
     p.add_argument(
         "-o", "--output", type=Path, help="output file (one input) or directory (several); default standard output"
@@ -83,6 +90,7 @@ def transcribe(args: argparse.Namespace) -> int:
     from .model.asr.languages import resolve_language
     from .model.asr.loading import load_asr_checkpoint
     from .model.asr.transcriber import Progress, Transcriber
+    from .model.asr.word_split import WordSplitter
 
     timestamps = args.timestamps or args.format in ("srt", "vtt")
     if timestamps and not args.aligner:
@@ -91,12 +99,15 @@ def transcribe(args: argparse.Namespace) -> int:
     if args.batch < 1 or (args.max_new_tokens is not None and args.max_new_tokens < 1):
         raise InvalidInputError("--batch and --max-new-tokens are at least 1")
     language = resolve_language(args.language, param="--language")
+    splitter = WordSplitter(args.korean_words)
+    if timestamps and language:
+        splitter.prepare(language)
     _check_output(args.files, args.output)
     waves = [_read(path) for path in args.files]  # every file checked before a model loads
     started = time.perf_counter()
     model = load_asr_checkpoint(args.model, args.device, args.dtype, args.quantize)
     aligner = load_asr_checkpoint(args.aligner, args.device, args.dtype, args.quantize) if timestamps else None
-    transcriber = Transcriber(model, aligner)
+    transcriber = Transcriber(model, aligner, splitter)
     loaded = time.perf_counter()
     with tqdm(unit="token", desc="transcribing", file=sys.stderr, leave=False, disable=None) as bar:
 

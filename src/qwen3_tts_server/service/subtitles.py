@@ -1,6 +1,6 @@
 """Subtitles (SubRip and WebVTT) from a transcript and its word timestamps.
 
-The aligner times words stripped of punctuation (`model/asr/aligner.py`); a cue shows the transcript's own text,
+The aligner times words stripped of punctuation (`model/asr/word_split.py`); a cue shows the transcript's own text,
 punctuation included, found by walking the transcript for each timed word in turn. A cue ends after a sentence's
 end, or before it would run past `MAX_CUE_SECONDS` or `MAX_CUE_CHARACTERS`."""
 
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ..model.asr.aligner import is_kept
 from ..model.asr.transcriber import TimedWord
+from ..model.asr.word_split import is_kept
 
 MAX_CUE_SECONDS = 6.0
 MAX_CUE_CHARACTERS = 84  # two lines of 42, the common broadcast limit

@@ -1,58 +1,15 @@
-"""The Qwen3-ForcedAligner's side (docs/asr_reference.md, section k): a transcript split into words, the prompt of
-audio then words each followed by two timestamp slots, one causal pass whose head names an 80 ms step at every
-slot, and the steps repaired into a non-decreasing series as the official package repairs them.
-
-Words are split on spaces, with every CJK ideograph a word of its own and only letters, digits and apostrophes
-kept. The official package splits Japanese (nagisa) and Korean (soynlp) with dictionaries of their own; those two
-are refused here until this project segments them alike."""
+"""The Qwen3-ForcedAligner's side (docs/asr_reference.md, section k): a transcript's words (`word_split.py`), the
+prompt of audio then words each followed by two timestamp slots, one causal pass whose head names an 80 ms step at
+every slot, and the steps repaired into a non-decreasing series as the official package repairs them."""
 
 from __future__ import annotations
-
-import unicodedata
 
 import torch
 from torch import nn
 
-from ...errors import InvalidInputError
 from .decoder import AsrDecoder
 
 SLOTS = "<timestamp><timestamp>"  # a word's start and end
-CJK_RANGES = (
-    (0x4E00, 0x9FFF),
-    (0x3400, 0x4DBF),
-    (0x20000, 0x2A6DF),
-    (0x2A700, 0x2B73F),
-    (0x2B740, 0x2B81F),
-    (0x2B820, 0x2CEAF),
-    (0xF900, 0xFAFF),
-)
-SEGMENTED_ELSEWHERE = ("japanese", "korean")
-
-
-def is_kept(character: str) -> bool:
-    return character == "'" or unicodedata.category(character)[0] in "LN"
-
-
-def _ideograph(character: str) -> bool:
-    return any(low <= ord(character) <= high for low, high in CJK_RANGES)
-
-
-def alignment_words(text: str, language: str = "") -> list[str]:
-    """The words the aligner times: per space-separated piece, its kept characters, each ideograph apart."""
-    if language.strip().lower() in SEGMENTED_ELSEWHERE:
-        raise InvalidInputError(f"word timestamps for {language} are not supported yet", param="language")
-    words: list[str] = []
-    for piece in text.split():
-        run = ""
-        for character in filter(is_kept, piece):
-            if _ideograph(character):
-                words += [run, character] if run else [character]
-                run = ""
-            else:
-                run += character
-        if run:
-            words.append(run)
-    return words
 
 
 def aligner_prompt(words: list[str], audio_tokens: int) -> str:

@@ -17,12 +17,13 @@ import numpy as np
 import torch
 
 from ...errors import InvalidInputError
-from .aligner import aligner_prompt, alignment_words, slot_steps, timed_words
+from .aligner import aligner_prompt, slot_steps, timed_words
 from .decoding import GreedyRows
 from .loading import AsrCheckpoint
 from .long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from .mel import N_FFT, SAMPLE_RATE, log_mel
 from .transcript import merge_languages, parse_transcript
+from .word_split import WordSplitter
 
 TOKENS_PER_SECOND = 16  # a part's default budget: far above speech's densest text (about 6 tokens a second)
 MIN_BUDGET = 64
@@ -93,14 +94,17 @@ def part_budget(samples: int) -> int:
 
 
 class Transcriber:
-    """A transcriber checkpoint, and optionally an aligner for word timestamps."""
+    """A transcriber checkpoint, and optionally an aligner for word timestamps with the splitter of its words."""
 
-    def __init__(self, model: AsrCheckpoint, aligner: AsrCheckpoint | None = None):
+    def __init__(
+        self, model: AsrCheckpoint, aligner: AsrCheckpoint | None = None, splitter: WordSplitter | None = None
+    ):
         if model.kind != "asr":
             raise InvalidInputError(f"{model.directory} is a {model.kind} checkpoint, not a transcriber", param="model")
         if aligner is not None and aligner.kind != "forced_aligner":
             raise InvalidInputError(f"{aligner.directory} is not a ForcedAligner checkpoint", param="aligner")
         self.model, self.aligner = model, aligner
+        self.splitter = splitter or WordSplitter()
 
     @torch.inference_mode()
     def encode(self, checkpoint: AsrCheckpoint, wave: np.ndarray) -> torch.Tensor:
@@ -143,6 +147,8 @@ class Transcriber:
             check_length(wave, f"clip {index}")
         if timestamps and self.aligner is None:
             raise InvalidInputError("word timestamps need a ForcedAligner checkpoint", param="timestamp_granularities")
+        for language in languages if timestamps else ():
+            self.splitter.prepare(language or "")
         longest = MAX_SECONDS_WITH_TIMESTAMPS if timestamps else MAX_SECONDS
         parts = [
             _Part(clip, part, offset, language, context)
@@ -209,7 +215,7 @@ class Transcriber:
             if not text.strip():
                 result.append(None)
                 continue
-            words = alignment_words(text, language)
+            words = self.splitter.words(text, language)
             audio = self.encode(aligner, part.wave)
             ids = torch.tensor(aligner.tokenizer.encode(aligner_prompt(words, len(audio))), device=aligner.device)
             embedded = aligner.decoder.embed_prompt(ids, audio, aligner.tokens.audio_pad)
