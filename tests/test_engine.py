@@ -263,11 +263,11 @@ def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs, mo
 def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoint_dirs, models, monkeypatch):
     """An engine thread with no work ends after IDLE_THREAD_LINGER (its OpenMP pool with it), the model stays
     loaded, the next job starts another thread and gets the same codes, and the idle unload comes on time."""
-    import qwen3_tts_server.engine.engine as engine_module
+    import qwen3_tts_server.engine.rows as rows_module
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
     from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
-    monkeypatch.setattr(engine_module, "IDLE_THREAD_LINGER", 0.2)
+    monkeypatch.setattr(rows_module, "IDLE_THREAD_LINGER", 0.2)
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=1.5)
     engine = Engine(manager).start()
     model = models["custom_voice"]
@@ -300,11 +300,11 @@ def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoi
 
 
 def test_an_idle_timeout_shorter_than_the_linger_unloads_on_time(checkpoint_dirs, models, monkeypatch):
-    import qwen3_tts_server.engine.engine as engine_module
+    import qwen3_tts_server.engine.rows as rows_module
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
     from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
-    monkeypatch.setattr(engine_module, "IDLE_THREAD_LINGER", 30.0)
+    monkeypatch.setattr(rows_module, "IDLE_THREAD_LINGER", 30.0)
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=0.3)
     engine = Engine(manager).start()
 

@@ -389,7 +389,7 @@ def test_a_full_queue_answers_503_with_the_estimated_retry_after(models, tmp_pat
     engine = app.state.services.engine
     for measurement in ("observe_step", "observe_request"):  # the measured pace, fixed for the test
         monkeypatch.setattr(engine.pace, measurement, lambda _: None)
-    engine.pace.step_seconds, engine.pace.frames_per_request = 0.05, 100
+    engine.pace.step_seconds, engine.pace.steps_per_request = 0.05, 100
 
     async def scenario(_, http):
         job = job_for(model, REQUESTS[0], model.sampling(seed=1), max_frames=2000, suppress_eos=True)
