@@ -184,6 +184,13 @@ class SynthesisFailedError(TTSError):
     flat_code = "SYNTHESIS_FAILED"
 
 
+class TranscriptionFailedError(TTSError):
+    """The recognition engine failed on a request's work for a reason of its own (logged; never told in its own
+    words)."""
+
+    flat_code = "TRANSCRIPTION_FAILED"
+
+
 class EngineStoppedError(TTSError):
     """The engine was shut down before the request finished."""
 

@@ -15,12 +15,14 @@ import enum
 import gc
 import logging
 import math
+import operator
 import os
 import threading
 import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
+from typing import Any
 
 import numpy as np
 import torch
@@ -86,8 +88,10 @@ class ModelManager:
         describe: Callable[[], TTSConfig] | None = None,
         before_load: Callable[[], None] | None = None,
         others_loaded: Callable[[], bool] | None = None,
+        config_of: Callable[[Any], Any] = operator.attrgetter("config"),
     ):
         self._loader = loader
+        self._config_of = config_of  # a loaded model's config (a recogniser's is its checkpoint)
         self._before_load = before_load  # makes room for the model (a memory budget); may raise ModelWaitError
         self._others_loaded = others_loaded  # whether another model is loaded, and may be serving (the registry's)
         self._warmup = warmup
@@ -123,18 +127,18 @@ class ModelManager:
 
     def known_config(self) -> TTSConfig | None:
         """The checkpoint's config if it has been read already (no file is read: safe on the event loop)."""
-        return self._config or (self._model.config if self._model is not None else None)
+        return self._config or (self._config_of(self._model) if self._model is not None else None)
 
     def config(self) -> TTSConfig:
         """The checkpoint's config, read once, without loading the model or counting as use. Blocking: the first
         call reads files (call it from a worker thread)."""
         if self._config is None:
             if self._model is not None:
-                self._config = self._model.config
+                self._config = self._config_of(self._model)
             elif self._describe is not None:
                 self._config = self._describe()
             else:
-                self._config = self.get().config
+                self._config = self._config_of(self.get())
         return self._config
 
     def prepare(self) -> None:
@@ -221,7 +225,7 @@ class ModelManager:
         with self._lock:
             self.last_error = self._failure = None
             self._retry_at = -math.inf
-            self._model, self._config = model, model.config
+            self._model, self._config = model, self._config_of(model)
             self.loads += 1
             self.state = ModelState.READY
             self._loading = None

@@ -12,7 +12,7 @@ A fault fails only the requests it touched: a failed load or prefill its waiting
 active row. Their rows are freed, the others go on, and clients get a typed error while the log gets the
 traceback. Should the thread itself end, `failure` says why, every request in flight fails and new ones are
 refused at once. A subclass says what a row is: `_ensure_runner`, `_free_row_count`, `_prefill`, `_step`,
-`_remove_row`, `_drop_runner`.
+`_remove_row`, `_drop_runner` and the rest of its abstract methods.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import logging
 import math
 import threading
 import time
+from abc import ABC, abstractmethod
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -173,7 +174,7 @@ class Pace:
         return waiting / rows * self.steps_per_request * self.step_seconds
 
 
-class RowEngine(Generic[J, H]):
+class RowEngine(ABC, Generic[J, H]):
     thread_name = "engine"
 
     def __init__(
@@ -209,35 +210,41 @@ class RowEngine(Generic[J, H]):
 
     # -- what a row is (the subclass) --------------------------------------------------------------------------
 
+    @abstractmethod
     def _failed(self) -> TTSError:
         """The generic error a client gets for an unexpected fault."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _ensure_runner(self, model) -> None:
         """Build what steps the rows for `model` unless it is built for it already."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _drop_runner(self) -> None:
         """Let go of what steps the rows (it holds the model's weights)."""
-        raise NotImplementedError
 
+    @abstractmethod
+    def _runner_built(self) -> bool:
+        """Whether the runner exists (while the model is loaded)."""
+
+    @abstractmethod
     def _free_row_count(self) -> int:
-        raise NotImplementedError
+        """Rows a waiting job could take now."""
 
+    @abstractmethod
     def _prefill(self, model, handle: H) -> None:
         """Give `handle` a row (its `row`, its `admitted`, and `_active[row]`)."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _step(self) -> None:
         """Advance every active row by one step and deliver what is due."""
-        raise NotImplementedError
 
+    @abstractmethod
     def _remove_row(self, row: int) -> None:
-        raise NotImplementedError
+        """Free a row (a finished, cancelled or failed job's)."""
 
+    @abstractmethod
     def _rows_held(self) -> list[int]:
         """The rows the runner holds (to free those a failed prefill left behind)."""
-        raise NotImplementedError
 
     def _apply_backpressure(self) -> None:
         """Pause or resume rows for their clients; none by default."""
@@ -245,8 +252,9 @@ class RowEngine(Generic[J, H]):
     def _stream(self, handle: H) -> RowStream:
         return RowStream(handle, self)
 
+    @abstractmethod
     def _handle(self, job: J, loop: asyncio.AbstractEventLoop, clock: RequestClock) -> H:
-        raise NotImplementedError
+        """A submitted job's handle (the subclass's own, with what its rows keep)."""
 
     # -- lifecycle ---------------------------------------------------------------------------------------------
 
@@ -568,6 +576,3 @@ class RowEngine(Generic[J, H]):
             if self._runner_built():
                 self._remove_row(handle.row)
         self._active.clear()
-
-    def _runner_built(self) -> bool:
-        raise NotImplementedError

@@ -1,0 +1,187 @@
+"""The recognition engine: transcription parts decoded side by side, a token a step (`rows.py`: the thread,
+admission, expiry, faults), their tokens streamed to asyncio as they are decoded.
+
+A job is one part of a recording (the service cuts long audio where the official package cuts it). Admitting it
+encodes its audio alone (the official encoder-per-audio rule, so a part's result never depends on its neighbours),
+builds its prompt and prefills it into a free row of one `GreedyRows`, which gives its first token; each step then
+adds a token to every running row. A row leaves on a stop token or when its budget is spent, and a waiting part
+takes its place at the next step.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+
+from ..errors import TranscriptionFailedError, TTSError
+from ..model.asr.decoding import Emitted, GreedyRows
+from ..model.asr.mel import SAMPLE_RATE
+from ..model.asr.transcriber import Transcriber, check_length, part_budget
+from .jobs import RequestClock
+from .model_manager import ModelManager
+from .rows import END, RowEngine, RowHandle, RowStream
+
+log = logging.getLogger(__name__)
+TRANSCRIPTION_FAILED = "transcription failed; the server logged the details"
+CPU_ROWS, GPU_ROWS = 8, 32
+WARM_UP_SECONDS = 1.0
+
+
+@dataclass(frozen=True, eq=False)
+class TranscriptionJob:
+    wave: np.ndarray  # one part: float32 mono at 16 kHz
+    language: str | None = None  # an official name (forced), or None (identified by the model)
+    context: str = ""
+    max_new_tokens: int | None = None  # default: the part's budget by its length (`part_budget`)
+    interactive: bool = False  # live sessions are admitted before uploads
+    continuation: bool = False  # a later part of a request under way: never refused, admitted first
+    timeout: float | None = None  # seconds from submission, when submitted without a RequestClock
+
+    @property
+    def budget(self) -> int:
+        return self.max_new_tokens or part_budget(len(self.wave))
+
+    @property
+    def seconds(self) -> float:
+        return len(self.wave) / SAMPLE_RATE
+
+
+@dataclass(frozen=True)
+class DecodedToken:
+    """One token of a part, in order. The last has `finish_reason`: "stop" (the model ended the text) or "length"
+    (the part's budget was spent first)."""
+
+    token: int
+    index: int
+    queue_seconds: float  # from submission to admission
+    elapsed_seconds: float  # from submission to this token
+    finish_reason: str | None = None
+
+
+@dataclass(eq=False)
+class _Handle(RowHandle[TranscriptionJob]):
+    tokens: int = 0
+
+
+class TokenStream(RowStream[_Handle]):
+    """Async iterator over a part's `DecodedToken`s. Closing it, or cancelling the task awaiting it, cancels the
+    part: the engine frees its row within one step."""
+
+    async def __anext__(self) -> DecodedToken:
+        return await super().__anext__()
+
+
+def warm_up_transcriber(transcriber: Transcriber) -> None:
+    """One second of silence through the encoder, the prefill and two steps."""
+    transcriber.transcribe([np.zeros(int(WARM_UP_SECONDS * SAMPLE_RATE), dtype=np.float32)], max_new_tokens=2)
+
+
+class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
+    thread_name = "asr-engine"
+
+    def __init__(
+        self,
+        models: ModelManager | Transcriber,
+        max_batch_size: int | None = None,
+        max_queue_depth: int = 64,
+        max_prefills_per_step: int = 1,
+        cpu_cores: set[int] | None = None,
+    ):
+        if isinstance(models, Transcriber):
+            transcriber = models
+            models = ModelManager(lambda: transcriber, warmup=None, config_of=lambda model: model.model)
+            models.get()
+        super().__init__(
+            models,
+            max_batch_size or (GPU_ROWS if torch.cuda.is_available() else CPU_ROWS),
+            max_queue_depth,
+            max_prefills_per_step,
+            cpu_cores,
+        )
+        self.rows: GreedyRows | None = None  # exists while the model is loaded
+        self._rows_of: Transcriber | None = None  # the transcriber `rows` decodes for
+
+    def submit(self, job: TranscriptionJob, clock: RequestClock | None = None) -> TokenStream:
+        """Queue a part; call from the event loop (`RowEngine.submit`). A part too short to encode is refused here
+        (InvalidInputError), not in the engine."""
+        check_length(job.wave, "the audio")
+        stream = super().submit(job, clock)
+        assert isinstance(stream, TokenStream)
+        return stream
+
+    # -- what a row is -----------------------------------------------------------------------------------------
+
+    def _failed(self) -> TTSError:
+        return TranscriptionFailedError(TRANSCRIPTION_FAILED)
+
+    def _handle(self, job: TranscriptionJob, loop: asyncio.AbstractEventLoop, clock: RequestClock) -> _Handle:
+        return _Handle(job, loop, asyncio.Queue(), time.monotonic(), clock)
+
+    def _stream(self, handle: _Handle) -> TokenStream:
+        return TokenStream(handle, self)
+
+    def _ensure_runner(self, model: Transcriber) -> None:
+        if self.rows is None or self._rows_of is not model:  # none yet, or an unloaded model's
+            self.rows, self._rows_of = model.rows(self.max_batch_size), model
+
+    def _drop_runner(self) -> None:
+        self.rows = self._rows_of = None
+
+    def _runner_built(self) -> bool:
+        return self.rows is not None
+
+    def _free_row_count(self) -> int:
+        return self.rows.free_slots
+
+    def _rows_held(self) -> list[int]:
+        return list(self.rows.rows)
+
+    def _remove_row(self, row: int) -> None:
+        self.rows.leave(row)
+
+    def _prefill(self, model: Transcriber, handle: _Handle) -> None:
+        job = handle.job
+        prompt = model.embedded_prompt(job.wave, job.context, job.language)
+        row, first = self.rows.join(prompt, job.budget)
+        handle.row, handle.admitted = row, time.monotonic()
+        self._active[row] = handle
+        self._deliver([first])
+
+    def _step(self) -> None:
+        started = time.perf_counter()
+        try:
+            emitted = self.rows.step()
+        except Exception as exc:  # the step's rows are all suspect: fail every one, keep serving
+            self._fail_handles(list(self._active.values()), self._typed(exc, "a recognition step failed"))
+            return
+        self._deliver(emitted)
+        seconds = time.perf_counter() - started
+        self.pace.observe_step(seconds)
+        self._tell_listeners(seconds, None)
+
+    def _deliver(self, emitted: list[Emitted]) -> None:
+        now = time.monotonic()
+        for token in emitted:
+            handle = self._active[token.row]
+            finish = None
+            if token.finished:
+                finish = "stop" if token.token in self.rows.stop else "length"
+            handle.deliver(
+                DecodedToken(
+                    token=token.token,
+                    index=handle.tokens,
+                    queue_seconds=handle.admitted - handle.submitted,
+                    elapsed_seconds=now - handle.submitted,
+                    finish_reason=finish,
+                )
+            )
+            handle.tokens += 1
+            if finish is not None:
+                handle.deliver(END)
+                del self._active[token.row]
+                self.pace.observe_request(handle.tokens)
