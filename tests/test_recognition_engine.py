@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from asr_cases import ASR_CHECKPOINTS
+from qwen3_tts_server.engine.jobs import RequestClock
 from qwen3_tts_server.engine.recognition import TRANSCRIPTION_FAILED, RecognitionEngine, TranscriptionJob
 from qwen3_tts_server.errors import (
     EngineBusyError,
@@ -117,6 +118,34 @@ def test_interactive_parts_are_admitted_before_uploads(transcriber):
     finally:
         engine.stop()
     assert order == ["live", "upload"]
+
+
+def test_a_requests_parts_are_queued_together_in_order(transcriber):
+    engine = RecognitionEngine(transcriber, max_batch_size=1, max_queue_depth=2)
+    order: list[str] = []
+
+    async def follow(name: str, stream) -> None:
+        async for token in stream:
+            if token.index == 0:
+                order.append(name)
+
+    async def scenario():
+        first, second, third = engine.submit_in_order(
+            [job(0.5, 130.0, None, 2), job(0.5, 150.0, None, 2), job(0.5, 170.0, None, 2)], RequestClock(None)
+        )  # into a queue of two: a request is taken whole
+        with pytest.raises(EngineBusyError):
+            engine.submit_in_order([job(0.5, 130.0, None, 2)], RequestClock(None))
+        engine.max_queue_depth = 0
+        other = engine.submit(job(0.5, 190.0, None, 2))
+        engine.start()
+        names = ("first", "second", "third", "other")
+        await asyncio.gather(*(follow(name, s) for name, s in zip(names, (first, second, third, other), strict=True)))
+
+    try:
+        asyncio.run(scenario())
+    finally:
+        engine.stop()
+    assert order == ["first", "second", "third", "other"]
 
 
 def test_a_full_queue_refuses_with_a_retry_time(transcriber):

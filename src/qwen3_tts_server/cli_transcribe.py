@@ -48,18 +48,13 @@ def add_transcribe(sub: argparse._SubParsersAction, speed_flags: Any) -> None:
 
 
 def _read(path: Path) -> Any:
-    from .audio.decoding import decode_audio
-    from .model.asr.mel import model_wave
-    from .model.asr.transcriber import check_length
+    from .model.asr.transcriber import heard_wave
 
     try:
         data = path.read_bytes()
     except OSError as exc:
         raise InvalidInputError(f"cannot read {path}: {exc.strerror or exc}", param="file") from None
-    samples, rate = decode_audio(data, subject=str(path), param="file")
-    wave = model_wave(samples.T, rate).numpy()
-    check_length(wave, str(path))
-    return wave
+    return heard_wave(data, str(path))
 
 
 def _rendered(result: Any, name: str, form: str) -> str:

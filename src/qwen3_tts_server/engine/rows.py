@@ -24,7 +24,7 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, Protocol, TypeVar
 
@@ -126,7 +126,7 @@ class RowStream(Generic[H]):
         try:
             item = await self._handle.queue.get()
         except asyncio.CancelledError:
-            self._cancel()
+            self.cancel()
             raise
         if item is END:
             raise StopAsyncIteration
@@ -140,9 +140,10 @@ class RowStream(Generic[H]):
         """The client took `item` (on the event loop)."""
 
     async def aclose(self) -> None:
-        self._cancel()
+        self.cancel()
 
-    def _cancel(self) -> None:
+    def cancel(self) -> None:
+        """Cancel the job (from the event loop): its row is freed within one step."""
         self._handle.cancelled = True
         self._engine.wake()
 
@@ -377,24 +378,32 @@ class RowEngine(ABC, Generic[J, H]):
         """Queue a job; call from the event loop. `clock` is its request's (shared by the request's jobs); without
         one the job's own timeout applies. Raises EngineBusyError at once when the queue is full, and
         EngineStoppedError when the engine is stopping or has failed."""
-        handle = self._handle(job, asyncio.get_running_loop(), clock or RequestClock(job.timeout))
+        (stream,) = self.submit_in_order([job], clock or RequestClock(job.timeout))
+        return stream
+
+    def submit_in_order(self, jobs: Sequence[J], clock: RequestClock) -> list[RowStream]:
+        """Queue one request's jobs together, in order, behind those waiting (ahead of them if the first is a
+        continuation): a full queue refuses the request whole or takes it whole. As `submit` otherwise."""
+        loop = asyncio.get_running_loop()
+        handles = [self._handle(job, loop, clock) for job in jobs]
         with self._cv:
             if self.failure is not None:
                 raise EngineStoppedError(self._stopped_message())
             if self._stopping:
                 raise EngineStoppedError("the engine is shutting down")
-            waiting = self._interactive if job.interactive else self._batch
-            if job.continuation:
-                waiting.appendleft(handle)
+            first = jobs[0]
+            waiting = self._interactive if first.interactive else self._batch
+            if first.continuation:
+                waiting.extendleft(reversed(handles))
             elif self.max_queue_depth and self.waiting >= self.max_queue_depth:
                 raise EngineBusyError(
                     f"the server is busy ({self.waiting} requests waiting); retry shortly", self.retry_after()
                 )
             else:
-                waiting.append(handle)
+                waiting.extend(handles)
             self._spawn()
             self._cv.notify()
-        return self._stream(handle)
+        return [self._stream(handle) for handle in handles]
 
     def _stopped_message(self) -> str:
         return f"{self.failure}; the server logged the details and needs a restart"

@@ -16,12 +16,13 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from ...audio.decoding import decode_audio
 from ...errors import InvalidInputError
 from .aligner import aligner_prompt, slot_steps, timed_words
 from .decoding import GreedyRows
 from .loading import AsrCheckpoint
 from .long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
-from .mel import N_FFT, SAMPLE_RATE, log_mel
+from .mel import N_FFT, SAMPLE_RATE, log_mel, model_wave
 from .transcript import merge_languages, parse_transcript
 from .word_split import WordSplitter
 
@@ -87,6 +88,14 @@ def check_length(wave: np.ndarray, subject: str) -> None:
         raise InvalidInputError(
             f"{subject} is {have:.1f} ms long; at least {need:.1f} ms of audio is needed", param="file"
         )
+
+
+def heard_wave(data: bytes, subject: str, param: str = "file") -> np.ndarray:
+    """Audio bytes in any format PyAV reads as the model hears them (mono, 16 kHz), checked long enough."""
+    samples, rate = decode_audio(data, subject=subject, param=param)
+    wave = model_wave(samples.T, rate).numpy()
+    check_length(wave, subject)
+    return wave
 
 
 def part_budget(samples: int) -> int:

@@ -1,0 +1,121 @@
+"""Transcription of an uploaded recording through the recognition engine: the audio decoded off the event loop,
+cut where the official package cuts long audio, its parts decoded side by side, and the text streamed in order as
+it is decoded (`TextDelta`s) before the whole transcript (`Transcript`).
+
+A part's text shows once its `language X<asr_text>` header is complete (at once when the language is forced),
+and never ends on half a character. The transcript is the official reading of each part's whole output (its
+repetition collapse included), so where that collapse rewrote text already shown, the transcript, not the
+deltas, is what the model said.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from typing import cast
+
+import numpy as np
+
+from ..engine.jobs import RequestClock
+from ..engine.recognition import RecognitionEngine, TokenStream, TranscriptionJob
+from ..model.asr.languages import resolve_language
+from ..model.asr.long_audio import MAX_SECONDS, split_long_audio
+from ..model.asr.mel import SAMPLE_RATE
+from ..model.asr.transcriber import Transcriber, heard_wave
+from ..model.asr.transcript import ASR_TEXT, merge_languages, parse_transcript
+
+log = logging.getLogger(__name__)
+PARTIAL_CHARACTER = "\ufffd"  # what decoding shows of a character whose bytes are not all there yet
+
+
+@dataclass(frozen=True)
+class TranscriptionRequest:
+    audio: bytes  # a recording in any format PyAV reads
+    language: str | None = None  # a name or code (`resolve_language`); None: identified
+    prompt: str = ""  # the model's context: names, terms, the topic
+    interactive: bool = False  # a live caller: admitted before uploads
+    max_new_tokens: int | None = None  # each part's budget (default: by its length)
+
+
+@dataclass(frozen=True)
+class TextDelta:
+    text: str
+
+
+@dataclass(frozen=True)
+class Transcript:
+    language: str  # official names, in order ("Chinese,English"); "" when none was heard
+    text: str
+    seconds: float  # of audio
+    tokens: int  # generated, every part's stop token included
+    truncated: bool  # a part spent its budget before the model ended it
+    parts: int
+
+
+def visible_text(decoded: str, forced: bool) -> str:
+    """What of a part's output decoded so far is transcript: all of it when the language is forced, else what
+    follows the `<asr_text>` tag (nothing before it), without a trailing partial character."""
+    if not forced:
+        decoded = decoded.split(ASR_TEXT, 1)[1] if ASR_TEXT in decoded else ""
+    return decoded.rstrip(PARTIAL_CHARACTER).lstrip()
+
+
+class RecognitionService:
+    def __init__(self, engine: RecognitionEngine, request_timeout: float | None = None):
+        self.engine = engine
+        self.request_timeout = request_timeout  # seconds for a whole request, all its parts
+
+    async def transcribe(self, request: TranscriptionRequest) -> Transcript:
+        async for event in self.stream(request):
+            if isinstance(event, Transcript):
+                return event
+        raise AssertionError("a transcription stream ends with its transcript")
+
+    async def stream(self, request: TranscriptionRequest) -> AsyncIterator[TextDelta | Transcript]:
+        """Deltas of text as decoded, in order, then the transcript. Bad audio or settings raise before anything
+        is queued; closing the iterator cancels every part still decoding."""
+        language = resolve_language(request.language)
+        wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
+        transcriber: Transcriber = await self.engine.models.get_async()
+        parts = split_long_audio(wave, SAMPLE_RATE, MAX_SECONDS)
+        streams = self._submit(parts, language, request)
+        try:
+            outputs: list[tuple[str, str]] = []
+            tokens, truncated = 0, False
+            for index, stream in enumerate(streams):
+                ids: list[int] = []
+                shown = ""
+                async for token in stream:
+                    ids.append(token.token)
+                    seen = visible_text(transcriber.model.tokenizer.decode(ids, skip_special=True), bool(language))
+                    if len(seen) > len(shown) and seen.startswith(shown):
+                        yield TextDelta(seen[len(shown) :])
+                        shown = seen
+                    truncated |= token.finish_reason == "length"
+                tokens += len(ids)
+                outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
+                if len(parts) > 1:
+                    log.info("transcribed part %d of %d (%d tokens)", index + 1, len(parts), len(ids))
+            yield Transcript(
+                language=merge_languages([part_language for part_language, _ in outputs]),
+                text="".join(text for _, text in outputs),
+                seconds=len(wave) / SAMPLE_RATE,
+                tokens=tokens,
+                truncated=truncated,
+                parts=len(parts),
+            )
+        finally:
+            for stream in streams:
+                stream.cancel()
+
+    def _submit(
+        self, parts: list[tuple[np.ndarray, float]], language: str | None, request: TranscriptionRequest
+    ) -> list[TokenStream]:
+        """Every part queued at once, in order, under one clock: a full queue refuses the request whole."""
+        jobs = [
+            TranscriptionJob(part, language, request.prompt, request.max_new_tokens, interactive=request.interactive)
+            for part, _ in parts
+        ]
+        return cast(list[TokenStream], self.engine.submit_in_order(jobs, RequestClock(self.request_timeout)))

@@ -1,0 +1,135 @@
+"""Transcribing an upload through the recognition engine (service/recognition.py), on the tiny random-weight
+transcriber: the transcript is the one the transcriber gives offline for the same bytes, long audio included;
+the streamed text arrives in order and adds up to what was decoded; bad input is refused before anything is
+queued; a client that leaves cancels every part."""
+
+from __future__ import annotations
+
+import asyncio
+import io
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from asr_cases import ASR_CHECKPOINTS
+from qwen3_tts_server.engine.recognition import RecognitionEngine
+from qwen3_tts_server.errors import InvalidInputError, UnsupportedMediaError
+from qwen3_tts_server.model.asr import long_audio
+from qwen3_tts_server.model.asr import transcriber as transcriber_module
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
+from qwen3_tts_server.service import recognition
+from qwen3_tts_server.service.recognition import (
+    RecognitionService,
+    TextDelta,
+    Transcript,
+    TranscriptionRequest,
+    visible_text,
+)
+from qwen3_tts_server.testing.signals import voiced_glide
+
+BUDGET = 20
+
+
+@pytest.fixture(scope="module")
+def transcriber(tmp_path_factory) -> Transcriber:
+    from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
+
+    directory = make_asr_test_model(tmp_path_factory.mktemp("asr") / "asr", **ASR_CHECKPOINTS["asr"])
+    return Transcriber(load_asr_checkpoint(directory))
+
+
+def shorter_parts(monkeypatch, seconds: float) -> None:
+    """Parts of at most `seconds` instead of 20 minutes, each cut looked for within 0.3 s instead of 5."""
+    for module in (recognition, transcriber_module):
+        monkeypatch.setattr(module, "MAX_SECONDS", seconds)
+    monkeypatch.setattr(long_audio, "SEARCH_SECONDS", 0.3)
+
+
+def wav_bytes(wave: np.ndarray, rate: int = 16000, subtype: str = "PCM_16") -> bytes:
+    buffer = io.BytesIO()
+    sf.write(buffer, wave, rate, format="WAV", subtype=subtype)
+    return buffer.getvalue()
+
+
+def run(transcriber: Transcriber, scenario):
+    engine = RecognitionEngine(transcriber, max_batch_size=4).start()
+    try:
+        return asyncio.run(scenario(RecognitionService(engine), engine))
+    finally:
+        engine.stop()
+
+
+async def events(service: RecognitionService, request: TranscriptionRequest) -> list:
+    return [event async for event in service.stream(request)]
+
+
+@pytest.mark.parametrize("language", [None, "en", "Chinese"])
+def test_the_transcript_is_the_offline_one_and_the_deltas_add_up_to_it(transcriber, language):
+    audio = wav_bytes(voiced_glide(1.5, 22050, pitch=130.0), 22050)
+    request = TranscriptionRequest(audio, language, prompt="Qwen", max_new_tokens=BUDGET)
+    streamed = run(transcriber, lambda service, _: events(service, request))
+    *deltas, transcript = streamed
+    assert all(isinstance(delta, TextDelta) and delta.text for delta in deltas) and isinstance(transcript, Transcript)
+    forced = {"en": "English", "Chinese": "Chinese"}.get(language)
+    (offline,) = transcriber.transcribe([heard_wave(audio, "clip")], [forced], ["Qwen"], max_new_tokens=BUDGET)
+    assert (transcript.language, transcript.text) == (offline.language, offline.text)
+    assert transcript.tokens == offline.tokens and transcript.truncated == offline.truncated
+    assert transcript.parts == 1 and transcript.seconds == pytest.approx(1.5, abs=1e-3)
+    decoded = transcriber.model.tokenizer.decode(offline.part_tokens[0], skip_special=True)
+    assert "".join(delta.text for delta in deltas) == visible_text(decoded, forced is not None)
+
+
+def test_long_audio_is_cut_and_its_parts_joined_in_order(transcriber, monkeypatch):
+    shorter_parts(monkeypatch, 2.0)
+    wave = np.concatenate([voiced_glide(1.9, pitch=110.0), np.zeros(1600, np.float32), voiced_glide(2.2, pitch=200.0)])
+    audio = wav_bytes(wave)
+    request = TranscriptionRequest(audio, max_new_tokens=BUDGET)
+    *deltas, transcript = run(transcriber, lambda service, _: events(service, request))
+    (offline,) = transcriber.transcribe([heard_wave(audio, "clip")], max_new_tokens=BUDGET)
+    assert len(offline.part_tokens) == transcript.parts == 3
+    assert (transcript.language, transcript.text, transcript.tokens) == (offline.language, offline.text, offline.tokens)
+    assert "".join(delta.text for delta in deltas) == "".join(
+        visible_text(transcriber.model.tokenizer.decode(tokens, skip_special=True), False)
+        for tokens in offline.part_tokens
+    )
+
+
+@pytest.mark.parametrize(
+    ("request_", "error", "message"),
+    [
+        (TranscriptionRequest(b"not audio at all" * 10), UnsupportedMediaError, "the file is not audio"),
+        (TranscriptionRequest(b""), InvalidInputError, "the file is empty"),
+        (TranscriptionRequest(wav_bytes(np.zeros(100, np.float32))), InvalidInputError, "at least 12.6 ms"),
+        (TranscriptionRequest(wav_bytes(voiced_glide(0.5)), "klingon"), InvalidInputError, "unsupported language"),
+    ],
+)
+def test_bad_input_is_refused_before_anything_is_queued(transcriber, request_, error, message):
+    async def scenario(service, engine):
+        with pytest.raises(error, match=message) as refused:
+            await service.transcribe(request_)
+        return refused.value, engine.waiting + engine.active
+
+    refused, queued = run(transcriber, scenario)
+    assert queued == 0 and refused.status in (400, 415)
+    assert refused.param == ("language" if "language" in message else "file")
+
+
+def test_a_client_that_leaves_cancels_every_part(transcriber, monkeypatch):
+    shorter_parts(monkeypatch, 1.0)
+    audio = wav_bytes(voiced_glide(4.5, pitch=150.0))
+
+    async def scenario(service, engine):
+        stream = service.stream(TranscriptionRequest(audio, "English", max_new_tokens=300))
+        await anext(stream)  # the first text; every part is decoding or waiting
+        busy = engine.waiting + len(engine._active)
+        await stream.aclose()
+        for _ in range(300):
+            if engine.idle:
+                break
+            await asyncio.sleep(0.01)
+        return busy, engine.idle
+
+    busy, idle = run(transcriber, scenario)
+    assert busy >= 4 and idle
