@@ -50,6 +50,13 @@ def alone(transcriber: Transcriber, part: TranscriptionJob) -> list[int]:
     return result.part_tokens[0]
 
 
+async def admitted(order: list[str], name: str, stream) -> None:
+    """Follow a part's stream, noting `name` in `order` when its first token arrives."""
+    async for token in stream:
+        if token.index == 0:
+            order.append(name)
+
+
 async def collect(stream) -> list:
     return [token async for token in stream]
 
@@ -100,15 +107,10 @@ def test_interactive_parts_are_admitted_before_uploads(transcriber):
     engine = RecognitionEngine(transcriber, max_batch_size=1)
     order: list[str] = []
 
-    async def follow(name: str, stream) -> None:
-        async for token in stream:
-            if token.index == 0:
-                order.append(name)
-
     async def scenario():
         tasks = [
-            asyncio.create_task(follow("upload", engine.submit(job(0.5, 130.0, None, 3)))),
-            asyncio.create_task(follow("live", engine.submit(job(0.5, 170.0, None, 3, interactive=True)))),
+            asyncio.create_task(admitted(order, "upload", engine.submit(job(0.5, 130.0, None, 3)))),
+            asyncio.create_task(admitted(order, "live", engine.submit(job(0.5, 170.0, None, 3, interactive=True)))),
         ]
         engine.start()  # both wait before the thread takes either
         await asyncio.gather(*tasks)
@@ -124,11 +126,6 @@ def test_a_requests_parts_are_queued_together_in_order(transcriber):
     engine = RecognitionEngine(transcriber, max_batch_size=1, max_queue_depth=2)
     order: list[str] = []
 
-    async def follow(name: str, stream) -> None:
-        async for token in stream:
-            if token.index == 0:
-                order.append(name)
-
     async def scenario():
         first, second, third = engine.submit_in_order(
             [job(0.5, 130.0, None, 2), job(0.5, 150.0, None, 2), job(0.5, 170.0, None, 2)], RequestClock(None)
@@ -138,8 +135,8 @@ def test_a_requests_parts_are_queued_together_in_order(transcriber):
         engine.max_queue_depth = 0
         other = engine.submit(job(0.5, 190.0, None, 2))
         engine.start()
-        names = ("first", "second", "third", "other")
-        await asyncio.gather(*(follow(name, s) for name, s in zip(names, (first, second, third, other), strict=True)))
+        streams = {"first": first, "second": second, "third": third, "other": other}
+        await asyncio.gather(*(admitted(order, name, stream) for name, stream in streams.items()))
 
     try:
         asyncio.run(scenario())

@@ -61,39 +61,67 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     """A ModelManager for each checkpoint of MODELS (or MODEL_ID), each with the id of its hub id or directory
     name; two entries naming one checkpoint host it once."""
     from .engine.model_manager import ModelManager
+    from .engine.recognition import load_transcriber, warm_up_transcriber
     from .engine.registry import HostedModel, ModelRegistry
-    from .model.checkpoint import resolve_checkpoint
+    from .errors import ConfigurationError
+    from .model.asr.loading import describe_asr_checkpoint, is_asr_config
+    from .model.checkpoint import read_json, resolve_checkpoint
     from .model.device import parse_device, parse_dtype
     from .model.footprint import free_memory_bytes
     from .model.tts.loading import prepare_loading
     from .model.tts.tts_model import Qwen3TTSModel
 
     hosted: list[HostedModel] = []
+    recognizers: list[HostedModel] = []
     for source in settings.hosted_models():
-        directory = resolve_checkpoint(source)
-        same = next((other for other in hosted if other.directory and other.directory.samefile(directory)), None)
+        directory = resolve_checkpoint(source, required=("config.json",))
+        every = hosted + recognizers
+        same = next((other for other in every if other.directory and other.directory.samefile(directory)), None)
         if same is not None:
             log.warning("MODELS names %s twice (as %s and %s): hosted once", directory, same.source, source)
             continue
         model_id, copies = model_id_of(source), 1  # two directories of one name: name, name-2, ...
-        while any(other.id == model_id for other in hosted):
+        while any(other.id == model_id for other in every):
             copies += 1
             model_id = f"{model_id_of(source)}-{copies}"
+        make_room = partial(lambda model_id: registry.make_room(model_id), model_id)
+        others_loaded = partial(lambda model_id: registry.others_loaded(model_id), model_id)
+        if is_asr_config(read_json(directory / "config.json")):
+            description = describe_asr_checkpoint(directory)
+            if description.kind != "asr":
+                raise ConfigurationError(
+                    f"MODELS: {source} is a ForcedAligner checkpoint; this server hosts transcribers, and word "
+                    "timestamps through a hosted aligner are not served yet (the transcribe command takes --aligner)"
+                )
+            recognizer = ModelManager(
+                partial(load_transcriber, directory, device, dtype, settings.quantize),
+                warmup=warm_up_transcriber,
+                describe=partial(describe_asr_checkpoint, directory),
+                config_of=lambda transcriber: transcriber.model.description,
+                idle_timeout=settings.idle_timeout,
+                before_load=make_room,
+                others_loaded=others_loaded,
+            )
+            recognizers.append(
+                HostedModel(model_id, source, recognizer, directory, parse_dtype(str(dtype)), kind=description.kind)
+            )
+            continue
+        resolve_checkpoint(directory)  # a speech checkpoint's files are all there
         manager = ModelManager(
             partial(
                 Qwen3TTSModel.load, source, device=device, dtype=dtype, quantize=settings.quantize, compile=compile_step
             ),
             idle_timeout=settings.idle_timeout,
             describe=partial(prepare_loading, source),
-            before_load=partial(lambda model_id: registry.make_room(model_id), model_id),
-            others_loaded=partial(lambda model_id: registry.others_loaded(model_id), model_id),
+            before_load=make_room,
+            others_loaded=others_loaded,
         )
         hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
     budget = settings.memory_budget_bytes()
     if settings.model_memory_budget == "auto":
         free = free_memory_bytes(parse_device(device))
         budget = free - free // 10
-    registry = ModelRegistry(hosted, budget, wait_seconds=settings.request_timeout or 60.0)
+    registry = ModelRegistry(hosted, budget, wait_seconds=settings.request_timeout or 60.0, recognizers=recognizers)
     return registry
 
 

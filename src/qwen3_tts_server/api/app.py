@@ -13,6 +13,7 @@ from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..engine.placement import helper_thread_pool
+from ..engine.recognition import RecognitionEngine
 from ..engine.registry import ModelRegistry
 from ..http_contract import (
     CORS_EXPOSED_HEADERS,
@@ -59,7 +60,10 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             cpu_cores=settings.cpu_cores(),
             stream_buffer_seconds=settings.stream_buffer_seconds,
             cuda_graphs=settings.cuda_graphs,
-        )
+        ),
+        lambda manager: RecognitionEngine(
+            manager, max_queue_depth=settings.max_queue_depth, cpu_cores=settings.cpu_cores()
+        ),
     )
     engine = registry.default.engine
     voice_service = VoiceService(registry, library, VoiceCloner(prompt_cache), settings.default_voice)

@@ -23,6 +23,7 @@ async def list_models(services: ServicesDep) -> dict:
     registry = services.registry
     await asyncio.to_thread(registry.default.manager.config)  # an unreadable lone checkpoint answers its error
     entries = [hosted_model_entry(hosted) for hosted in registry]
+    entries += [recognizer_entry(hosted) for hosted in registry.recognizers]
     voice, library = services.voices.default_voice, services.voices.library
     for name in OPENAI_MODELS:
         try:
@@ -92,6 +93,15 @@ def hosted_model_entry(hosted: HostedModel) -> dict:
     if config is not None:
         entry |= {"type": config.model_type, "size": config.model_size, "short_name": short_name(hosted)}
         entry |= {"languages": config.languages, "speakers": config.speakers}
+    return entry | {"state": hosted.manager.state.value}
+
+
+def recognizer_entry(hosted: HostedModel) -> dict:
+    """A hosted recognition model as /v1/models lists it: OpenAI's fields, its kind and the languages it hears."""
+    description = hosted.description
+    entry = {"id": hosted.id, "object": "model", "created": 0, "owned_by": "qwen3-tts-server", "kind": hosted.kind}
+    if description is not None:
+        entry |= {"languages": list(description.languages)}
     return entry | {"state": hosted.manager.state.value}
 
 

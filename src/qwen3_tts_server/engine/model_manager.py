@@ -22,13 +22,12 @@ import time
 import weakref
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 import torch
 
 from ..errors import CheckpointError, ModelUnavailableError, ModelWaitError, TTSError
-from ..model.tts.config import TTSConfig
 from ..model.tts.prompt import SpeechInput
 from ..model.tts.tts_model import Qwen3TTSModel
 from ..model.tts.voice_prompt import VoicePrompt
@@ -75,17 +74,20 @@ def warm_up_model(model: Qwen3TTSModel) -> np.ndarray:
     return model.decode(result.codes)
 
 
-class ModelManager:
+M = TypeVar("M")  # the model: a Qwen3TTSModel, a Transcriber
+
+
+class ModelManager(Generic[M]):
     """Owns the model: loads it on a thread of its own (one load, however many callers wait for it, from threads
     or from the event loop), and unloads it when idle. `describe` gives the checkpoint's config without loading the
     weights (what /v1/models and the voice list need), and prepares what a load needs ahead of it."""
 
     def __init__(
         self,
-        loader: Callable[[], Qwen3TTSModel],
+        loader: Callable[[], M],
         idle_timeout: float = 0.0,
-        warmup: Callable[[Qwen3TTSModel], object] | None = warm_up_model,
-        describe: Callable[[], TTSConfig] | None = None,
+        warmup: Callable[[M], object] | None = warm_up_model,  # type: ignore[assignment]  # a speech model's
+        describe: Callable[[], Any] | None = None,
         before_load: Callable[[], None] | None = None,
         others_loaded: Callable[[], bool] | None = None,
         config_of: Callable[[Any], Any] = operator.attrgetter("config"),
@@ -97,9 +99,9 @@ class ModelManager:
         self._warmup = warmup
         self._describe = describe
         self.idle_timeout = idle_timeout  # seconds; 0 keeps the model loaded
-        self._model: Qwen3TTSModel | None = None
-        self._config: TTSConfig | None = None
-        self._loading: Future[Qwen3TTSModel] | None = None
+        self._model: M | None = None
+        self._config: Any = None  # a speech model's TTSConfig, a recogniser's AsrDescription
+        self._loading: Future[M] | None = None
         self._lock = threading.Lock()
         self.state = ModelState.UNLOADED
         self.loads = 0
@@ -110,14 +112,14 @@ class ModelManager:
         self.on_ready: list[Callable[[], None]] = []  # called after each successful load, on the loading thread
 
     @classmethod
-    def fixed(cls, model: Qwen3TTSModel) -> ModelManager:
+    def fixed(cls, model: M) -> ModelManager[M]:
         """A manager around an already loaded model that is never unloaded."""
         manager = cls(lambda: model, idle_timeout=0.0, warmup=None, describe=lambda: model.config)
         manager.get()
         return manager
 
     @property
-    def loaded(self) -> Qwen3TTSModel | None:
+    def loaded(self) -> M | None:
         return self._model
 
     @property
@@ -125,11 +127,11 @@ class ModelManager:
         """Seconds until a failed load may be tried again; 0 when the next caller would load."""
         return max(0.0, self._retry_at - time.monotonic())
 
-    def known_config(self) -> TTSConfig | None:
+    def known_config(self) -> Any:
         """The checkpoint's config if it has been read already (no file is read: safe on the event loop)."""
         return self._config or (self._config_of(self._model) if self._model is not None else None)
 
-    def config(self) -> TTSConfig:
+    def config(self) -> Any:
         """The checkpoint's config, read once, without loading the model or counting as use. Blocking: the first
         call reads files (call it from a worker thread)."""
         if self._config is None:
@@ -150,13 +152,13 @@ class ModelManager:
             self.last_error = str(exc)
             log.error("the model cannot be loaded: %s", exc)
 
-    def get(self) -> Qwen3TTSModel:
+    def get(self) -> M:
         """The model, waiting for its load if needed. Blocking: for threads, not the event loop."""
         model = self._model or self._load().result()
         self.touch()
         return model
 
-    async def get_async(self) -> Qwen3TTSModel:
+    async def get_async(self) -> M:
         """The model; a load runs on its own thread while the event loop goes on."""
         model = self._model or await asyncio.wrap_future(self._load())
         self.touch()
@@ -168,12 +170,12 @@ class ModelManager:
         if self._model is None and self.last_error is not None:
             self._load()  # its failure, if any, stays in last_error
 
-    def _load(self) -> Future[Qwen3TTSModel]:
+    def _load(self) -> Future[M]:
         """The load under way, a new one started, or, while a failed load is remembered, its failure."""
         with self._lock:
             wait = self.retry_in
             if self._loading is None and wait > 0:
-                failed: Future[Qwen3TTSModel] = Future()
+                failed: Future[M] = Future()
                 failed.set_exception(ModelUnavailableError(f"{self._failure} (the next attempt in {wait:.1f} s)"))
                 return failed
             if self._loading is None:
@@ -182,7 +184,7 @@ class ModelManager:
                 threading.Thread(target=self._run_load, args=(self._loading,), name="model-load", daemon=True).start()
             return self._loading
 
-    def _run_load(self, loading: Future[Qwen3TTSModel]) -> None:
+    def _run_load(self, loading: Future[M]) -> None:
         self.state = ModelState.LOADING
         started = time.monotonic()
         self._take_cpu_share()

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import time
 from dataclasses import dataclass
 
@@ -20,6 +21,7 @@ import torch
 
 from ..errors import TranscriptionFailedError, TTSError
 from ..model.asr.decoding import Emitted, GreedyRows
+from ..model.asr.loading import load_asr_checkpoint
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import Transcriber, check_length, part_budget
 from .jobs import RequestClock
@@ -74,6 +76,12 @@ class TokenStream(RowStream[_Handle]):
 
     async def __anext__(self) -> DecodedToken:
         return await super().__anext__()
+
+
+def load_transcriber(
+    directory: str | os.PathLike, device: str, dtype: str | torch.dtype, quantize: str | None
+) -> Transcriber:
+    return Transcriber(load_asr_checkpoint(directory, device, dtype, quantize))
 
 
 def warm_up_transcriber(transcriber: Transcriber) -> None:

@@ -11,12 +11,14 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import torch
 
 from ..config import model_id_of
 from ..errors import ConfigurationError, ModelWaitError
-from ..model.checkpoint import checkpoint_fingerprint
+from ..model.asr.loading import AsrDescription, asr_fingerprint
+from ..model.checkpoint import checkpoint_fingerprint, weight_files
 from ..model.footprint import file_digest, weight_bytes
 from ..model.tts.config import TTSConfig
 from .engine import MAX_RETRY_AFTER, Engine
@@ -62,14 +64,20 @@ class HostedModel:
     manager: ModelManager
     directory: Path | None = None
     dtype: torch.dtype = torch.float32
-    attached: Engine | None = field(default=None, repr=False)  # the app attaches it (`attach_engines`)
+    attached: Any = field(default=None, repr=False)  # its Engine or RecognitionEngine, attached by the app
+    kind: str = "tts"  # "tts", or a recogniser's "asr" or "forced_aligner" (`ModelRegistry.recognizers`)
     fingerprint: str | None = None
     footprint: Footprint | None = None
 
     @property
     def config(self) -> TTSConfig | None:
-        """The checkpoint's config once read (at start, `ModelRegistry.prepare`); None if it cannot be."""
-        return self.manager.known_config()
+        """A speech model's config once read (at start, `ModelRegistry.prepare`); None if it cannot be."""
+        return self.manager.known_config() if self.kind == "tts" else None
+
+    @property
+    def description(self) -> AsrDescription | None:
+        """A recogniser's kind and languages once read (at start); None if they cannot be."""
+        return self.manager.known_config() if self.kind != "tts" else None
 
     @property
     def engine(self) -> Engine:
@@ -83,10 +91,20 @@ class HostedModel:
 
 
 class ModelRegistry:
-    def __init__(self, hosted: list[HostedModel], budget: int | None = None, wait_seconds: float = 60.0):
+    """The hosted speech models (iterating the registry gives them: the first is the default), and beside them the
+    hosted recognisers (`recognizers`); the memory budget, preloading and lifecycles take both."""
+
+    def __init__(
+        self,
+        hosted: list[HostedModel],
+        budget: int | None = None,
+        wait_seconds: float = 60.0,
+        recognizers: list[HostedModel] | None = None,
+    ):
         if not hosted:
-            raise ConfigurationError("no model to host")
+            raise ConfigurationError("no speech model to host: MODELS names recognition checkpoints only")
         self.hosted = hosted
+        self.recognizers = recognizers or []
         self.budget = budget  # bytes every loaded model may take together; None: no limit
         self.wait_seconds = wait_seconds  # how long a load waits for room before failing
         self._lock = threading.Lock()  # one budget decision at a time
@@ -107,26 +125,45 @@ class ModelRegistry:
         return self.hosted[0]
 
     def get(self, model_id: str) -> HostedModel | None:
+        """The speech model of this id."""
         return next((hosted for hosted in self.hosted if hosted.id == model_id), None)
 
-    def attach_engines(self, build: Callable[[ModelManager], Engine]) -> None:
+    def _any(self, model_id: str) -> HostedModel | None:
+        return self.get(model_id) or self.recognizer(model_id)
+
+    @property
+    def every(self) -> list[HostedModel]:
+        """The speech models, then the recognisers."""
+        return self.hosted + self.recognizers
+
+    def recognizer(self, model_id: str) -> HostedModel | None:
+        return next((hosted for hosted in self.recognizers if hosted.id == model_id), None)
+
+    def attach_engines(
+        self, build: Callable[[ModelManager], Engine], recognition: Callable[[ModelManager], Any] | None = None
+    ) -> None:
+        """Each speech model's engine from `build`, each recogniser's from `recognition`."""
         for hosted in self.hosted:
             hosted.attached = build(hosted.manager)
+        for hosted in self.recognizers:
+            if recognition is None:
+                raise ConfigurationError(f"no engine for the recognition model {hosted.id}")
+            hosted.attached = recognition(hosted.manager)
 
-    def engines(self) -> list[Engine]:
-        return [hosted.attached for hosted in self.hosted if hosted.attached is not None]
+    def engines(self) -> list[Any]:
+        return [hosted.attached for hosted in self.every if hosted.attached is not None]
 
     def start(self, preload_all: bool = False, preload: Collection[str] = ()) -> None:
         """Start every engine; those of the models to preload (all, or the ids `preload` names) after loading."""
-        unknown = [model_id for model_id in preload if self.get(model_id) is None]
+        unknown = [model_id for model_id in preload if self._any(model_id) is None]
         if unknown:
-            hosted = ", ".join(hosted.id for hosted in self.hosted)
+            hosted = ", ".join(hosted.id for hosted in self.every)
             raise ConfigurationError(f"PRELOAD_MODELS names {', '.join(unknown)}, not hosted (hosted: {hosted})")
-        preloaded = [hosted for hosted in self.hosted if hosted.id in preload]
+        preloaded = [hosted for hosted in self.every if hosted.id in preload]
         self.check_preload(preloaded)
         if preload_all:
-            preloaded = self._fitting(self.hosted)
-        for hosted in self.hosted:
+            preloaded = self._fitting(self.every)
+        for hosted in self.every:
             hosted.engine.start(hosted in preloaded)
 
     def stop(self) -> None:
@@ -142,15 +179,23 @@ class ModelRegistry:
         """Read every config and footprint (not the weights). Blocking."""
         for hosted in self.hosted:
             hosted.manager.prepare()
-            if hosted.config is None and len(self.hosted) > 1:  # one model alone starts and says why on /ready
+            if hosted.config is None and len(self.every) > 1:  # one model alone starts and says why on /ready
                 raise ConfigurationError(f"MODELS: {hosted.source} cannot be hosted: {hosted.manager.last_error}")
             if hosted.directory is not None and hosted.config is not None:
                 hosted.fingerprint = checkpoint_fingerprint(hosted.directory)
                 hosted.footprint = checkpoint_footprint(hosted.directory, hosted.config, hosted.dtype)
+        for hosted in self.recognizers:
+            hosted.manager.prepare()
+            if hosted.description is None:
+                raise ConfigurationError(f"MODELS: {hosted.source} cannot be hosted: {hosted.manager.last_error}")
+            if hosted.directory is not None:
+                files = weight_files(hosted.directory)
+                hosted.fingerprint = asr_fingerprint(hosted.directory, files)
+                hosted.footprint = Footprint(sum(weight_bytes(file, hosted.dtype) for file in files), "", {})
         self._check_budget()
 
     def _check_budget(self) -> None:
-        sized = [hosted for hosted in self.hosted if hosted.footprint is not None]
+        sized = [hosted for hosted in self.every if hosted.footprint is not None]
         if self.budget is None or not sized:
             return
         smallest = min(sized, key=lambda hosted: hosted.footprint.cost())
@@ -195,18 +240,18 @@ class ModelRegistry:
     def others_loaded(self, model_id: str) -> bool:
         """Whether a model other than `model_id` is loaded (or loading): `model_id` then loads on a small share
         of the CPU (`ModelManager`)."""
-        return any(other.loaded for other in self.hosted if other.id != model_id)
+        return any(other.loaded for other in self.every if other.id != model_id)
 
     def make_room(self, model_id: str) -> None:
         """Before model `model_id` loads: unload least recently used idle models until it fits the budget; wait for
         one to become idle, up to `wait_seconds`, when none is. Called on the loading thread."""
-        hosted = self.get(model_id)
+        hosted = self._any(model_id)
         if self.budget is None or hosted is None or hosted.footprint is None:
             return
         deadline = time.monotonic() + self.wait_seconds
         while True:
             with self._lock:
-                others = [other for other in self.hosted if other is not hosted and other.loaded]
+                others = [other for other in self.every if other is not hosted and other.loaded]
                 used, loaded = self._usage(others)
                 if used + hosted.footprint.cost(loaded) <= self.budget:
                     return

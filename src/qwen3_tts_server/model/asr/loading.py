@@ -87,6 +87,10 @@ class AsrCheckpoint:
     quantization_failure: str | None = None  # why the quantisation asked for was not applied
 
     @property
+    def description(self) -> AsrDescription:
+        return AsrDescription(self.kind, self.languages)
+
+    @property
     def device(self) -> torch.device:
         return self.decoder.norm.weight.device
 
@@ -103,6 +107,30 @@ def _kind(config: dict[str, Any]) -> str:
             "Qwen3-ForcedAligner checkpoint was expected"
         )
     return "forced_aligner" if thinker_type == ALIGNER_TYPE else "asr"
+
+
+@dataclass(frozen=True)
+class AsrDescription:
+    """What a recognition checkpoint is, read from its config without its weights."""
+
+    kind: str  # "asr" or "forced_aligner"
+    languages: tuple[str, ...]
+
+
+def is_asr_config(config: dict[str, Any]) -> bool:
+    return config.get("model_type") == "qwen3_asr"
+
+
+def asr_fingerprint(directory: Path, files: list[Path] | None = None) -> str:
+    """`checkpoint_fingerprint` of a recognition checkpoint: its config and its weight files (`files`, if known)."""
+    files = files if files is not None else weight_files(directory)
+    return checkpoint_fingerprint(directory, ["config.json", *(path.name for path in files)])
+
+
+def describe_asr_checkpoint(name_or_path: str | os.PathLike) -> AsrDescription:
+    """A checkpoint directory's or hub id's kind and languages (its config only)."""
+    config = read_json(resolve_checkpoint(name_or_path, REQUIRED_FILES) / "config.json")
+    return AsrDescription(_kind(config), tuple(config.get("support_languages") or ()))
 
 
 def _token(tokenizer: TextTokenizer, content: str, directory: Path) -> int:
@@ -183,7 +211,7 @@ def load_asr_checkpoint(
         tokens=tokens,
         languages=tuple(config.get("support_languages") or ()),
         step_ms=float(config.get("timestamp_segment_time") or 0.0) if kind == "forced_aligner" else 0.0,
-        fingerprint=checkpoint_fingerprint(directory, ["config.json", *(path.name for path in files)]),
+        fingerprint=asr_fingerprint(directory, files),
         quantization=quantization if failure is None else None,
         quantization_failure=failure,
     )

@@ -1,0 +1,103 @@
+"""A Qwen3-ASR checkpoint in MODELS beside a speech model (engine/registry.py, server.build_registry): hosted with
+its own recognition engine, its lifecycle and the memory budget shared with the speech models, listed by
+/v1/models with its kind and languages. The tiny random-weight checkpoints of both families."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import torch
+
+from asr_cases import ASR_CHECKPOINTS
+from qwen3_tts_server.config import Settings
+from qwen3_tts_server.engine.engine import Engine
+from qwen3_tts_server.engine.recognition import RecognitionEngine
+from qwen3_tts_server.engine.registry import ModelRegistry, checkpoint_footprint
+from qwen3_tts_server.errors import ConfigurationError
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
+from qwen3_tts_server.model.tts.loading import prepare_loading
+from qwen3_tts_server.server import build_registry
+from qwen3_tts_server.service.recognition import RecognitionService, TranscriptionRequest
+from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
+from qwen3_tts_server.testing.signals import voiced_glide
+from test_recognition_service import wav_bytes
+
+ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("both")
+    return {
+        "speech": make_test_model(root / "speech", "tiny", "custom_voice"),
+        "asr": make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"]),
+        "aligner": make_asr_test_model(root / "aligner", **ASR_CHECKPOINTS["forced_aligner"]),
+    }
+
+
+def registry_of(*sources, **settings) -> ModelRegistry:
+    config = Settings.load(models=",".join(map(str, sources)), device="cpu", **settings)
+    return build_registry(config, "cpu", "float32", False)
+
+
+def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind(checkpoints):
+    speech = {"input": "Hello.", "voice": "ryan", "response_format": "wav"}
+    with live_process("serve", checkpoints["speech"], "--model", str(checkpoints["asr"]), env=ENV) as live:
+        http = live.client(timeout=300)
+        listed = {entry["id"]: entry for entry in http.get("/v1/models").json()["data"]}
+        spoken = http.post("/v1/audio/speech", json=speech)
+        ready = http.get("/ready")
+        http.close()
+    assert listed["speech"]["kind"] == "tts" and spoken.status_code == 200 and ready.status_code == 200
+    languages = list(load_asr_checkpoint(checkpoints["asr"]).languages)
+    assert listed["asr"] == {
+        "id": "asr",
+        "object": "model",
+        "created": 0,
+        "owned_by": "qwen3-tts-server",
+        "kind": "asr",
+        "languages": languages,
+        "state": "unloaded",
+    }
+    assert "English" in languages and len(languages) == 30
+
+
+def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory_budget(checkpoints):
+    """A budget that holds one model: transcribing unloads the idle speech model, speaking would unload the idle
+    transcriber; the transcript is the one the transcriber gives offline."""
+    speech_cost = checkpoint_footprint(checkpoints["speech"], prepare_loading(checkpoints["speech"]), torch.float32)
+    registry = registry_of(checkpoints["speech"], checkpoints["asr"])
+    registry.prepare()
+    (recognizer,) = registry.recognizers
+    offline = Transcriber(load_asr_checkpoint(checkpoints["asr"]))
+    assert recognizer.kind == "asr" and recognizer.fingerprint == offline.model.fingerprint
+    assert recognizer.footprint.own > 0 and [hosted.id for hosted in registry] == ["speech"]
+    registry.budget = max(speech_cost.cost(), recognizer.footprint.cost()) + (1 << 20)
+    registry.attach_engines(lambda manager: Engine(manager, max_batch_size=2), RecognitionEngine)
+    registry.start()
+    audio = wav_bytes(voiced_glide(1.0, pitch=140.0))
+    try:
+        registry.default.manager.get()  # the speech model takes the budget first
+        transcript = asyncio.run(
+            RecognitionService(recognizer.engine).transcribe(TranscriptionRequest(audio, "en", max_new_tokens=8))
+        )
+        states = {hosted.id: hosted.manager.state.value for hosted in registry.every}
+    finally:
+        registry.stop()
+    (expected,) = offline.transcribe([heard_wave(audio, "clip")], ["English"], max_new_tokens=8)
+    assert (transcript.language, transcript.text, transcript.tokens) == ("English", expected.text, expected.tokens)
+    assert states == {"speech": "unloaded", "asr": "ready"}
+
+
+def test_a_forced_aligner_in_models_is_refused_naming_it(checkpoints):
+    with pytest.raises(ConfigurationError, match="aligner is a ForcedAligner checkpoint"):
+        registry_of(checkpoints["speech"], checkpoints["aligner"])
+
+
+def test_recognition_checkpoints_alone_are_refused(checkpoints):
+    with pytest.raises(ConfigurationError, match="MODELS names recognition checkpoints only"):
+        registry_of(checkpoints["asr"])
