@@ -33,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from qwen3_tts_server.config import model_id_of
-from qwen3_tts_server.engine.engine import IDLE_THREAD_LINGER
+from qwen3_tts_server.engine.rows import IDLE_THREAD_LINGER
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 

@@ -28,12 +28,13 @@ from ..http_contract import (
 from ..service.audio_cache import build_audio_cache
 from ..service.cloning import VoiceCloner
 from ..service.metrics import CacheCounts, Metrics
+from ..service.recognition import RecognitionService
 from ..service.speech import SpeechService
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 from ..service.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
 from ..wyoming_server import WyomingBackend, WyomingServer
-from . import discovery, operations, playground, realtime, speech, voices
+from . import discovery, operations, playground, realtime, speech, transcriptions, voices
 from .dependencies import Services
 from .errors import envelope, install_error_handlers
 from .limits import install_limits
@@ -114,8 +115,20 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
 
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
     app.state.on_drain = []
+    recognition = {
+        hosted.id: RecognitionService(hosted.recognition_engine, settings.request_timeout)
+        for hosted in registry.recognizers
+    }
     app.state.services = Services(
-        settings, registry, registry.default.manager, engine, speech_service, voice_service, metrics, audio_cache
+        settings,
+        registry,
+        registry.default.manager,
+        engine,
+        speech_service,
+        voice_service,
+        metrics,
+        audio_cache,
+        recognition,
     )
     install_error_handlers(app)
     accepted_keys = settings.accepted_keys()
@@ -143,6 +156,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.add_middleware(RequestObserver, metrics=metrics, in_flight=in_flight)
     app.include_router(speech.router)
     app.include_router(voices.router)
+    app.include_router(transcriptions.router)
     app.include_router(discovery.router)
     app.include_router(operations.router)
     app.include_router(realtime.router)

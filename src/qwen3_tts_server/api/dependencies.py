@@ -14,6 +14,7 @@ from ..engine.model_manager import ModelManager
 from ..engine.registry import ModelRegistry
 from ..service.audio_cache import AudioCache
 from ..service.metrics import Metrics
+from ..service.recognition import RecognitionService
 from ..service.speech import SpeechService
 from ..service.voices import VoiceService
 from .context import RequestContext, request_context
@@ -31,6 +32,7 @@ class Services:
     voices: VoiceService
     metrics: Metrics
     audio_cache: AudioCache | None
+    recognition: dict[str, RecognitionService]  # by hosted recogniser id
 
 
 def services(connection: HTTPConnection) -> Services:

@@ -27,13 +27,12 @@ from ..config import Settings
 from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_response_body
 from ..http_contract import BodyDeadline
 from .context import request_context
-from .schemas import MAX_UPLOAD_BYTES
+from .schemas import MAX_TRANSCRIPTION_BYTES, MAX_UPLOAD_BYTES, TRANSCRIPTION_PATHS
 
 # A speech body holds at most 4096 characters of input and of instructions: even with every character
 # written as a \u escape that is under 100 KiB, so 1 MiB leaves room for any legitimate JSON body.
 MAX_BODY_BYTES = 1 << 20
 MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundaries
-MAX_MULTIPART_BYTES = MAX_UPLOAD_BYTES + MULTIPART_OVERHEAD
 MAX_HEADERS = 100  # Apache's default; browsers and SDKs send a few dozen at most
 MAX_HEADER_BYTES = 64 * 1024  # names and values together: room for large cookies and tokens
 WS_TRY_AGAIN_LATER = 1013
@@ -139,7 +138,10 @@ class GuardedRequest:
 
 def _body_limit(scope: Scope) -> int:
     content_type = HTTPConnection(scope).headers.get("content-type", "")
-    return MAX_MULTIPART_BYTES if content_type.startswith("multipart/") else MAX_BODY_BYTES
+    if not content_type.startswith("multipart/"):
+        return MAX_BODY_BYTES
+    upload = MAX_TRANSCRIPTION_BYTES if scope.get("path") in TRANSCRIPTION_PATHS else MAX_UPLOAD_BYTES
+    return upload + MULTIPART_OVERHEAD
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 # `ogg` is the earlier server's name for Ogg Opus (the same bytes as `opus`).
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw", "ogg"]
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # OpenAI's limit for a voice's audio sample
+MAX_TRANSCRIPTION_BYTES = 25 * 1024 * 1024  # OpenAI's limit for a recording to transcribe
+TRANSCRIPTION_PATHS = ("/v1/audio/transcriptions",)
 
 
 class VoiceId(BaseModel):

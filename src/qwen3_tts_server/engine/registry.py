@@ -23,6 +23,7 @@ from ..model.footprint import file_digest, weight_bytes
 from ..model.tts.config import TTSConfig
 from .engine import MAX_RETRY_AFTER, Engine
 from .model_manager import ModelManager, ModelState
+from .recognition import RecognitionEngine
 
 log = logging.getLogger(__name__)
 RELEASE_SECONDS = 10.0  # the longest an idle model's engine is given to unload it
@@ -83,6 +84,13 @@ class HostedModel:
     def engine(self) -> Engine:
         if self.attached is None:
             raise RuntimeError(f"no engine attached to {self.id}")
+        return self.attached
+
+    @property
+    def recognition_engine(self) -> RecognitionEngine:
+        """A recogniser's engine."""
+        if not isinstance(self.attached, RecognitionEngine):
+            raise RuntimeError(f"no recognition engine attached to {self.id}")
         return self.attached
 
     @property

@@ -3,7 +3,8 @@ cut where the official package cuts long audio, its parts decoded side by side, 
 it is decoded (`TextDelta`s) before the whole transcript (`Transcript`).
 
 A part's text shows once its `language X<asr_text>` header is complete (at once when the language is forced),
-and never ends on half a character. The transcript is the official reading of each part's whole output (its
+and never ends on half a character; when the part ends, what the official reading of its whole output adds
+follows (all of it for an output without the header tag). The transcript is that reading of each part (its
 repetition collapse included), so where that collapse rewrote text already shown, the transcript, not the
 deltas, is what the model said.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import cast
 
@@ -45,13 +46,27 @@ class TextDelta:
 
 
 @dataclass(frozen=True)
+class TranscriptSegment:
+    """One part of the recording: where it lies (seconds) and what was heard in it."""
+
+    start: float
+    end: float
+    text: str
+    tokens: tuple[int, ...]
+
+
+@dataclass(frozen=True)
 class Transcript:
     language: str  # official names, in order ("Chinese,English"); "" when none was heard
     text: str
     seconds: float  # of audio
     tokens: int  # generated, every part's stop token included
     truncated: bool  # a part spent its budget before the model ended it
-    parts: int
+    segments: tuple[TranscriptSegment, ...]  # one a part, in order
+
+    @property
+    def parts(self) -> int:
+        return len(self.segments)
 
 
 def visible_text(decoded: str, forced: bool) -> str:
@@ -73,7 +88,7 @@ class RecognitionService:
                 return event
         raise AssertionError("a transcription stream ends with its transcript")
 
-    async def stream(self, request: TranscriptionRequest) -> AsyncIterator[TextDelta | Transcript]:
+    async def stream(self, request: TranscriptionRequest) -> AsyncGenerator[TextDelta | Transcript, None]:
         """Deltas of text as decoded, in order, then the transcript. Bad audio or settings raise before anything
         is queued; closing the iterator cancels every part still decoding."""
         language = resolve_language(request.language)
@@ -83,8 +98,9 @@ class RecognitionService:
         streams = self._submit(parts, language, request)
         try:
             outputs: list[tuple[str, str]] = []
-            tokens, truncated = 0, False
-            for index, stream in enumerate(streams):
+            segments: list[TranscriptSegment] = []
+            truncated = False
+            for index, (stream, (part, offset)) in enumerate(zip(streams, parts, strict=True)):
                 ids: list[int] = []
                 shown = ""
                 async for token in stream:
@@ -94,17 +110,21 @@ class RecognitionService:
                         yield TextDelta(seen[len(shown) :])
                         shown = seen
                     truncated |= token.finish_reason == "length"
-                tokens += len(ids)
                 outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
+                rest = outputs[-1][1]  # what the official reading adds: a part without its header tag is all text
+                if rest.startswith(shown) and len(rest) > len(shown):
+                    yield TextDelta(rest[len(shown) :])
+                end = min(offset + len(part) / SAMPLE_RATE, len(wave) / SAMPLE_RATE)  # a short last part is padded
+                segments.append(TranscriptSegment(round(offset, 3), round(end, 3), outputs[-1][1], tuple(ids)))
                 if len(parts) > 1:
                     log.info("transcribed part %d of %d (%d tokens)", index + 1, len(parts), len(ids))
             yield Transcript(
                 language=merge_languages([part_language for part_language, _ in outputs]),
                 text="".join(text for _, text in outputs),
                 seconds=len(wave) / SAMPLE_RATE,
-                tokens=tokens,
+                tokens=sum(len(segment.tokens) for segment in segments),
                 truncated=truncated,
-                parts=len(parts),
+                segments=tuple(segments),
             )
         finally:
             for stream in streams:

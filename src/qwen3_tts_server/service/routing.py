@@ -130,6 +130,27 @@ def route(
     return candidates[0]
 
 
+def route_recognizer(registry: ModelRegistry, model: str | None) -> HostedModel:
+    """The hosted transcriber a transcription request goes to: the one its `model` names (by id, any case);
+    `gpt-4o-mini-transcribe` the smallest, `whisper-1` and `gpt-4o-transcribe` the largest; any other name the
+    first (clients hard-code model names: a name is never an error)."""
+    if not registry.recognizers:
+        raise NotFoundError(
+            "no speech recognition model is hosted: add a Qwen3-ASR checkpoint (Qwen/Qwen3-ASR-0.6B) to MODELS",
+            param="model",
+        )
+    wanted = (model or "").strip().lower()
+    named = next((hosted for hosted in registry.recognizers if hosted.id.lower() == wanted), None)
+    if named is not None:
+        return named
+    by_size = sorted(registry.recognizers, key=lambda hosted: hosted.footprint.own if hosted.footprint else 0)
+    if wanted == "gpt-4o-mini-transcribe":
+        return by_size[0]
+    if wanted in ("whisper-1", "gpt-4o-transcribe"):
+        return by_size[-1]
+    return registry.recognizers[0]
+
+
 def describe_hosted(registry: ModelRegistry) -> str:
     """Each hosted model with what it speaks, for error messages."""
     speaks = {"custom_voice": "preset", "base": "clone", "voice_design": "design"}

@@ -1,0 +1,146 @@
+"""POST /v1/audio/transcriptions, OpenAI's contract: a recording in, its transcript out as json, text or
+verbose_json (a segment for each part of a long recording), or streamed as server-sent events
+(`transcript.text.delta` as the text is decoded, then `transcript.text.done`), with `usage` in every answer."""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import AsyncGenerator, AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Form, UploadFile
+from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+
+from ..errors import InvalidInputError, TTSError, error_body
+from ..service.recognition import TextDelta, Transcript, TranscriptionRequest
+from ..service.routing import route_recognizer
+from .dependencies import ServicesDep
+from .schemas import MAX_TRANSCRIPTION_BYTES
+from .uploads import read_upload
+
+router = APIRouter()
+RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
+STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+NO_ALIGNER = "word timestamps need a hosted ForcedAligner, which this server does not serve yet"
+
+
+@router.post("/v1/audio/transcriptions", response_model=None)
+async def create_transcription(
+    services: ServicesDep,
+    file: Annotated[UploadFile, Form()],
+    model: Annotated[str | None, Form()] = None,
+    language: Annotated[str | None, Form()] = None,
+    prompt: Annotated[str, Form()] = "",
+    response_format: Annotated[str, Form()] = "json",
+    temperature: Annotated[float, Form()] = 0.0,
+    stream: Annotated[bool, Form()] = False,
+    timestamp_granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
+    include: Annotated[list[str] | None, Form(alias="include[]")] = None,
+    chunking_strategy: Annotated[str | None, Form()] = None,  # accepted: long audio is cut as the model's own
+) -> Response:
+    _check_options(response_format, temperature, timestamp_granularities or [], include or [], stream)
+    hosted = route_recognizer(services.registry, model)
+    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    request = TranscriptionRequest(audio, language, prompt)
+    events = services.recognition[hosted.id].stream(request)
+    first = await anext(events)  # bad audio or settings are refused here, with their status
+    if stream:
+        return StreamingResponse(_sse(first, events), media_type="text/event-stream", headers=STREAM_HEADERS)
+    transcript = first
+    try:
+        async for event in events:
+            transcript = event
+    finally:
+        await events.aclose()  # a client that left cancels the parts still decoding
+    assert isinstance(transcript, Transcript)
+    if response_format == "text":
+        return PlainTextResponse(transcript.text + "\n")
+    if response_format == "verbose_json":
+        return Response(json.dumps(_verbose(transcript), ensure_ascii=False), media_type="application/json")
+    body = {"text": transcript.text, "usage": _usage(transcript)}
+    return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+
+
+def _check_options(
+    response_format: str, temperature: float, granularities: list[str], include: list[str], stream: bool
+) -> None:
+    if response_format not in RESPONSE_FORMATS:
+        raise InvalidInputError(
+            f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {response_format!r}",
+            param="response_format",
+        )
+    if response_format in ("srt", "vtt"):
+        raise InvalidInputError(f"response_format {response_format}: {NO_ALIGNER}", param="response_format")
+    unknown = [value for value in granularities if value not in ("word", "segment")]
+    if unknown:
+        raise InvalidInputError(
+            f"timestamp_granularities takes word and segment, not {', '.join(map(repr, unknown))}",
+            param="timestamp_granularities",
+        )
+    if "word" in granularities:
+        raise InvalidInputError(f"timestamp_granularities word: {NO_ALIGNER}", param="timestamp_granularities")
+    if granularities and response_format != "verbose_json":
+        raise InvalidInputError("timestamp_granularities needs response_format verbose_json", param="response_format")
+    if not 0.0 <= temperature <= 1.0:
+        raise InvalidInputError("temperature is between 0 and 1", param="temperature")
+    if temperature > 0.0:
+        raise InvalidInputError(
+            "temperature above 0 (sampling) is not supported yet: transcription is greedy", param="temperature"
+        )
+    if include:
+        raise InvalidInputError(f"include {', '.join(include)} is not supported yet", param="include")
+    if stream and response_format not in ("json", "text"):
+        raise InvalidInputError("stream takes response_format json or text", param="stream")
+
+
+def _usage(transcript: Transcript) -> dict:
+    return {"type": "duration", "seconds": math.ceil(transcript.seconds)}
+
+
+def _verbose(transcript: Transcript) -> dict:
+    return {
+        "task": "transcribe",
+        "language": transcript.language.lower(),
+        "duration": round(transcript.seconds, 3),
+        "text": transcript.text,
+        "segments": [
+            {
+                "id": index,
+                "seek": round(segment.start * 100),  # in 10 ms frames, as Whisper counts
+                "start": segment.start,
+                "end": segment.end,
+                "text": segment.text,
+                "tokens": list(segment.tokens),
+                "temperature": 0.0,
+            }
+            for index, segment in enumerate(transcript.segments)
+        ],
+        "usage": _usage(transcript),
+    }
+
+
+async def _sse(
+    first: TextDelta | Transcript, events: AsyncGenerator[TextDelta | Transcript, None]
+) -> AsyncIterator[bytes]:
+    async def every() -> AsyncIterator[TextDelta | Transcript]:
+        yield first
+        async for event in events:
+            yield event
+
+    try:
+        async for event in every():
+            data: dict
+            if isinstance(event, TextDelta):
+                data = {"type": "transcript.text.delta", "delta": event.text}
+            else:
+                data = {"type": "transcript.text.done", "text": event.text, "usage": _usage(event)}
+            yield _event(data)
+    except TTSError as exc:  # after the status was sent: the error is the stream's last event
+        yield _event({"type": "error", "error": error_body(exc)})
+    finally:
+        await events.aclose()
+
+
+def _event(data: dict) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\n\n".encode()

@@ -1,0 +1,157 @@
+"""POST /v1/audio/transcriptions on a live server hosting a speech model and a Qwen3-ASR one (tiny random
+weights), driven by the openai SDK and by raw multipart requests as other clients send them: every answer's text
+is the one the transcriber gives offline for the same bytes; every bad request is an OpenAI error envelope."""
+
+from __future__ import annotations
+
+import io
+import json
+import math
+
+import httpx
+import numpy as np
+import openai
+import pytest
+import soundfile as sf
+
+from asr_cases import ASR_CHECKPOINTS
+from audio_files import encode_with_pyav
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
+from qwen3_tts_server.service.recognition import visible_text
+from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
+from qwen3_tts_server.testing.random_checkpoint import make_test_model
+from qwen3_tts_server.testing.signals import voiced_glide
+
+ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
+SECONDS = 1.2
+
+
+@pytest.fixture(scope="module")
+def checkpoints(tmp_path_factory) -> dict:
+    root = tmp_path_factory.mktemp("served")
+    return {
+        "speech": make_test_model(root / "speech", "tiny", "custom_voice"),
+        "asr": make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"]),
+    }
+
+
+@pytest.fixture(scope="module")
+def server(checkpoints):
+    with live_process("serve", checkpoints["speech"], "--model", str(checkpoints["asr"]), env=ENV) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def transcriber(checkpoints) -> Transcriber:
+    return Transcriber(load_asr_checkpoint(checkpoints["asr"]))
+
+
+@pytest.fixture(scope="module")
+def clip() -> bytes:
+    buffer = io.BytesIO()
+    sf.write(buffer, voiced_glide(SECONDS, 22050, pitch=135.0), 22050, format="WAV")
+    return buffer.getvalue()
+
+
+def offline(transcriber: Transcriber, audio: bytes, language: str | None = None, context: str = ""):
+    (result,) = transcriber.transcribe([heard_wave(audio, "clip")], [language], [context])
+    return result
+
+
+def sdk(server) -> openai.OpenAI:
+    return openai.OpenAI(api_key="unused", base_url=server.base + "/v1", timeout=300)
+
+
+def test_json_text_and_verbose_json_through_the_openai_sdk(server, transcriber, clip):
+    expected = offline(transcriber, clip, "English", "Qwen")
+    client = sdk(server)
+    options = {"model": "whisper-1", "file": ("clip.wav", clip), "language": "en", "prompt": "Qwen"}
+    as_json = client.audio.transcriptions.create(**options)
+    as_text = client.audio.transcriptions.create(response_format="text", **options)
+    verbose = client.audio.transcriptions.create(
+        response_format="verbose_json", timestamp_granularities=["segment"], **options
+    )
+    assert as_json.text == expected.text and as_text == expected.text + "\n"
+    assert as_json.usage.type == "duration" and as_json.usage.seconds == math.ceil(SECONDS)
+    assert (verbose.text, verbose.language, verbose.duration) == (expected.text, "english", pytest.approx(SECONDS))
+    (segment,) = verbose.segments
+    assert (segment.id, segment.start, segment.end, segment.text) == (0, 0.0, pytest.approx(SECONDS), expected.text)
+    assert segment.tokens == expected.part_tokens[0]
+
+
+def test_streamed_deltas_are_the_decoded_text_then_done_gives_the_transcript_with_usage(server, transcriber, clip):
+    expected = offline(transcriber, clip, "English")
+    stream = sdk(server).audio.transcriptions.create(model="gpt-4o-transcribe", file=clip, language="en", stream=True)
+    events = list(stream)
+    *deltas, done = events
+    assert deltas and all(event.type == "transcript.text.delta" for event in deltas)
+    decoded = transcriber.model.tokenizer.decode(expected.part_tokens[0], skip_special=True)
+    # The random model repeats itself: the deltas are the text as decoded, the done event the official reading of
+    # it, its repetition collapsed.
+    assert "".join(event.delta for event in deltas) == visible_text(decoded, True) != expected.text
+    assert done.type == "transcript.text.done" and done.text == expected.text
+    assert done.usage.seconds == math.ceil(SECONDS)
+
+
+def test_a_webm_upload_without_a_content_type_is_read_by_its_bytes(server, transcriber):
+    """As Open WebUI's microphone button sends it: webm/opus, named audio.webm, typed application/octet-stream."""
+    webm = encode_with_pyav(voiced_glide(1.0, 48000, pitch=160.0)[:, None], 48000, "webm", "libopus")
+    with server.client(timeout=300) as http:
+        answer = http.post(
+            "/v1/audio/transcriptions",
+            data={"model": "whisper-1"},
+            files={"file": ("audio.webm", webm, "application/octet-stream")},
+        )
+    assert answer.status_code == 200, answer.text
+    assert answer.json()["text"] == offline(transcriber, webm).text
+
+
+@pytest.mark.parametrize(
+    ("fields", "upload", "status", "param", "message"),
+    [
+        ({"response_format": "srt"}, "clip", 400, "response_format", "word timestamps need a hosted ForcedAligner"),
+        ({"timestamp_granularities[]": "word", "response_format": "verbose_json"}, "clip", 400, None, "word"),
+        ({"response_format": "yaml"}, "clip", 400, "response_format", "response_format must be one of"),
+        ({"temperature": "0.4"}, "clip", 400, "temperature", "not supported yet"),
+        ({"include[]": "logprobs"}, "clip", 400, "include", "include logprobs is not supported yet"),
+        ({"language": "klingon"}, "clip", 400, "language", "unsupported language 'klingon'"),
+        ({}, "garbage", 415, "file", "is not audio"),
+        ({}, "empty", 400, "file", "file is empty"),
+        ({}, "huge", 413, "file", "larger than the 25 MiB limit"),
+        ({}, None, 400, None, "file"),
+    ],
+)
+def test_every_bad_request_is_an_openai_error(server, clip, fields, upload, status, param, message):
+    uploads = {"clip": clip, "garbage": b"not audio at all" * 10, "empty": b"", "huge": b"\0" * (25 * 2**20 + 1)}
+    files = {"file": ("upload.wav", uploads[upload])} if upload else None
+    with server.client(timeout=300) as http:
+        answer = http.post("/v1/audio/transcriptions", data={"model": "whisper-1", **fields}, files=files)
+    assert answer.status_code == status, answer.text
+    error = answer.json()["error"]
+    assert message in error["message"] and (param is None or error["param"] == param)
+
+
+def test_silence_is_transcribed_not_refused(server):
+    buffer = io.BytesIO()
+    sf.write(buffer, np.zeros(16000, np.float32), 16000, format="WAV")
+    with server.client(timeout=300) as http:
+        answer = http.post("/v1/audio/transcriptions", files={"file": ("quiet.wav", buffer.getvalue())})
+    assert answer.status_code == 200 and isinstance(answer.json()["text"], str)
+
+
+def test_a_server_without_a_recogniser_says_how_to_host_one(checkpoints):
+    with live_process("serve", checkpoints["speech"], env=ENV) as live, live.client(timeout=300) as http:
+        answer = http.post("/v1/audio/transcriptions", files={"file": ("a.wav", b"RIFF")})
+    assert answer.status_code == 404
+    assert "add a Qwen3-ASR checkpoint" in json.loads(answer.text)["error"]["message"]
+
+
+def test_a_missing_model_name_or_any_name_goes_to_the_hosted_transcriber(server, transcriber, clip):
+    with httpx.Client(base_url=server.base, timeout=300) as http:
+        named = [
+            http.post("/v1/audio/transcriptions", data=data, files={"file": ("c.wav", clip)}).json()["text"]
+            for data in ({}, {"model": "asr"}, {"model": "some-other-model"})
+        ]
+    assert named == [offline(transcriber, clip).text] * 3
