@@ -149,6 +149,7 @@ def test_languages_are_taken_by_name_code_and_tag():
         "English", "English", "English", "Chinese", "Chinese", "Cantonese", "Cantonese", "Filipino", "Filipino",
     ]  # fmt: skip
     assert resolve_language(None) is None and resolve_language("  ") is None
+    assert resolve_language("auto") is None and resolve_language("Auto") is None  # the earlier server's "identify"
     assert len(SUPPORTED_LANGUAGES) == 30 and language_code("japanese") == "ja" and language_code("Klingon") is None
     with pytest.raises(InvalidInputError, match="Macedonian \\(mk\\)") as caught:
         resolve_language("xx", param="language")

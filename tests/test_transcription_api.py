@@ -116,6 +116,7 @@ def test_a_webm_upload_without_a_content_type_is_read_by_its_bytes(server, trans
         ({"response_format": "yaml"}, "clip", 400, "response_format", "response_format must be one of"),
         ({"temperature": "0.4"}, "clip", 400, "temperature", "not supported yet"),
         ({"include[]": "logprobs"}, "clip", 400, "include", "include logprobs is not supported yet"),
+        ({"return_timestamps": "true"}, "clip", 400, "return_timestamps", "word timestamps need a hosted"),
         ({"language": "klingon"}, "clip", 400, "language", "unsupported language 'klingon'"),
         ({}, "garbage", 415, "file", "is not audio"),
         ({}, "empty", 400, "file", "file is empty"),
@@ -146,6 +147,20 @@ def test_a_server_without_a_recogniser_says_how_to_host_one(checkpoints):
         answer = http.post("/v1/audio/transcriptions", files={"file": ("a.wav", b"RIFF")})
     assert answer.status_code == 404
     assert "add a Qwen3-ASR checkpoint" in json.loads(answer.text)["error"]["message"]
+
+
+def test_the_earlier_asr_servers_fields_as_it_meant_them(server, transcriber, clip):
+    """Its clients send `language=auto` and `return_timestamps=false`, and read `text` and `language`."""
+    expected = offline(transcriber, clip)
+    with server.client(timeout=300) as http:
+        answer = http.post(
+            "/v1/audio/transcriptions",
+            data={"language": "auto", "return_timestamps": "false"},
+            files={"file": ("clip.wav", clip, "audio/wav")},
+        )
+    assert answer.status_code == 200, answer.text
+    body = answer.json()
+    assert (body["text"], body["language"]) == (expected.text, expected.language)
 
 
 def test_a_missing_model_name_or_any_name_goes_to_the_hosted_transcriber(server, transcriber, clip):

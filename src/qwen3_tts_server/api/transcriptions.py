@@ -1,6 +1,8 @@
 """POST /v1/audio/transcriptions, OpenAI's contract: a recording in, its transcript out as json, text or
 verbose_json (a segment for each part of a long recording), or streamed as server-sent events
-(`transcript.text.delta` as the text is decoded, then `transcript.text.done`), with `usage` in every answer."""
+(`transcript.text.delta` as the text is decoded, then `transcript.text.done`), with `usage` in every answer.
+The earlier ASR server's fields on it are taken as it meant them: `language=auto` identifies the language, json
+answers carry `language`, and `return_timestamps` asks for word timestamps."""
 
 from __future__ import annotations
 
@@ -38,8 +40,11 @@ async def create_transcription(
     timestamp_granularities: Annotated[list[str] | None, Form(alias="timestamp_granularities[]")] = None,
     include: Annotated[list[str] | None, Form(alias="include[]")] = None,
     chunking_strategy: Annotated[str | None, Form()] = None,  # accepted: long audio is cut as the model's own
+    return_timestamps: Annotated[bool, Form()] = False,  # the earlier ASR server's word timestamps
 ) -> Response:
     _check_options(response_format, temperature, timestamp_granularities or [], include or [], stream)
+    if return_timestamps:
+        raise InvalidInputError(f"return_timestamps: {NO_ALIGNER}", param="return_timestamps")
     hosted = route_recognizer(services.registry, model)
     audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
     request = TranscriptionRequest(audio, language, prompt)
@@ -58,7 +63,8 @@ async def create_transcription(
         return PlainTextResponse(transcript.text + "\n")
     if response_format == "verbose_json":
         return Response(json.dumps(_verbose(transcript), ensure_ascii=False), media_type="application/json")
-    body = {"text": transcript.text, "usage": _usage(transcript)}
+    # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
+    body = {"text": transcript.text, "language": transcript.language, "usage": _usage(transcript)}
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
 
 

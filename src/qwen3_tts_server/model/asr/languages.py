@@ -60,9 +60,10 @@ _BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()} | _ALIASES
 
 
 def resolve_language(value: str | None, param: str = "language") -> str | None:
-    """The official name of a language given by name (any case) or code; None or blank: not given (the model
-    identifies it). Anything else is refused with the list of what is accepted."""
-    if value is None or not value.strip():
+    """The official name of a language given by name (any case) or code; None, blank or `auto` (any case, as the
+    earlier ASR server's clients send it): not given (the model identifies it). Anything else is refused with the
+    list of what is accepted."""
+    if value is None or not value.strip() or value.strip().lower() == "auto":
         return None
     text = value.strip()
     name = canonical_language(text)
