@@ -25,6 +25,7 @@ from qwen3_tts_server.service.recognition import (
     TextDelta,
     Transcript,
     TranscriptionRequest,
+    TranscriptSegment,
     visible_text,
 )
 from qwen3_tts_server.testing.signals import voiced_glide
@@ -70,8 +71,9 @@ def test_the_transcript_is_the_offline_one_and_the_deltas_add_up_to_it(transcrib
     audio = wav_bytes(voiced_glide(1.5, 22050, pitch=130.0), 22050)
     request = TranscriptionRequest(audio, language, prompt="Qwen", max_new_tokens=BUDGET)
     streamed = run(transcriber, lambda service, _: events(service, request))
-    *deltas, transcript = streamed
+    *deltas, segment, transcript = streamed
     assert all(isinstance(delta, TextDelta) and delta.text for delta in deltas) and isinstance(transcript, Transcript)
+    assert transcript.segments == (segment,)
     forced = {"en": "English", "Chinese": "Chinese"}.get(language)
     (offline,) = transcriber.transcribe([heard_wave(audio, "clip")], [forced], ["Qwen"], max_new_tokens=BUDGET)
     assert (transcript.language, transcript.text) == (offline.language, offline.text)
@@ -87,7 +89,9 @@ def test_long_audio_is_cut_and_its_parts_joined_in_order(transcriber, monkeypatc
     wave = np.concatenate([voiced_glide(1.9, pitch=110.0), np.zeros(1600, np.float32), voiced_glide(2.2, pitch=200.0)])
     audio = wav_bytes(wave)
     request = TranscriptionRequest(audio, max_new_tokens=BUDGET)
-    *deltas, transcript = run(transcriber, lambda service, _: events(service, request))
+    *streamed, transcript = run(transcriber, lambda service, _: events(service, request))
+    deltas = [event for event in streamed if isinstance(event, TextDelta)]
+    assert tuple(event for event in streamed if isinstance(event, TranscriptSegment)) == transcript.segments
     (offline,) = transcriber.transcribe([heard_wave(audio, "clip")], max_new_tokens=BUDGET)
     assert len(offline.part_tokens) == transcript.parts == 3
     assert (transcript.language, transcript.text, transcript.tokens) == (offline.language, offline.text, offline.tokens)

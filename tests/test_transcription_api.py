@@ -4,6 +4,7 @@ is the one the transcriber gives offline for the same bytes; every bad request i
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import math
@@ -16,9 +17,10 @@ import soundfile as sf
 
 from asr_cases import ASR_CHECKPOINTS
 from audio_files import encode_with_pyav
+from qwen3_tts_server.api.transcriptions import _earlier_events
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
-from qwen3_tts_server.service.recognition import visible_text
+from qwen3_tts_server.service.recognition import TextDelta, Transcript, TranscriptSegment, visible_text
 from qwen3_tts_server.testing.live_server import live_process
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
@@ -161,6 +163,48 @@ def test_the_earlier_asr_servers_fields_as_it_meant_them(server, transcriber, cl
     assert answer.status_code == 200, answer.text
     body = answer.json()
     assert (body["text"], body["language"]) == (expected.text, expected.language)
+
+
+def sse_data(body: str) -> list[dict]:
+    assert body.endswith("\n\n") and all(line.startswith("data: ") for line in body.split("\n\n")[:-1]), body
+    return [json.loads(line.removeprefix("data: ")) for line in body.split("\n\n")[:-1]]
+
+
+def test_the_earlier_asr_servers_stream_route_in_its_own_shape(server, transcriber, clip):
+    expected = offline(transcriber, clip, "Chinese")
+    with server.client(timeout=300) as http:
+        answer = http.post(
+            "/v1/audio/transcriptions/stream", data={"language": "zh"}, files={"file": ("clip.wav", clip)}
+        )
+        bad = http.post("/v1/audio/transcriptions/stream", files={"file": ("bad.wav", b"not audio" * 20)})
+    assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
+    assert sse_data(answer.text) == [{"text": expected.text, "language": "Chinese", "is_final": True}, {"done": True}]
+    assert bad.status_code == 415 and bad.json()["code"] == "INVALID_AUDIO" and bad.json()["statusCode"] == 415
+
+
+def test_the_earlier_stream_sends_a_chunk_for_each_part_then_done():
+    """Several parts (a long recording): each a chunk with its index, the last one final, then `done`."""
+    parts = [TranscriptSegment(0.0, 1.0, "one", (1,), "English"), TranscriptSegment(1.0, 2.0, "二", (2,), "Chinese")]
+    transcript = Transcript("English,Chinese", "one二", 2.0, 2, False, tuple(parts))
+
+    async def events():
+        yield TextDelta("one")
+        yield parts[0]
+        yield TextDelta("二")
+        yield parts[1]
+        yield transcript
+
+    async def body() -> str:
+        stream = events()
+        first = await anext(stream)
+        return b"".join([chunk async for chunk in _earlier_events(first, stream)]).decode()
+
+    assert sse_data(asyncio.run(body())) == [
+        {"text": "one", "language": "English", "is_final": False, "chunk_index": 0},
+        {"text": "二", "language": "Chinese", "is_final": True, "chunk_index": 1},
+        {"done": True},
+    ]
+    assert "\\u4e8c" in asyncio.run(body())  # non-ASCII escaped, as json.dumps' defaults wrote it
 
 
 def test_a_missing_model_name_or_any_name_goes_to_the_hosted_transcriber(server, transcriber, clip):

@@ -19,7 +19,7 @@ log = logging.getLogger(__name__)
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw", "ogg"]
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # OpenAI's limit for a voice's audio sample
 MAX_TRANSCRIPTION_BYTES = 25 * 1024 * 1024  # OpenAI's limit for a recording to transcribe
-TRANSCRIPTION_PATHS = ("/v1/audio/transcriptions",)
+TRANSCRIPTION_PATHS = ("/v1/audio/transcriptions", "/v1/audio/transcriptions/stream")
 
 
 class VoiceId(BaseModel):

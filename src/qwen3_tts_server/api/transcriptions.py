@@ -14,8 +14,8 @@ from typing import Annotated
 from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
-from ..errors import InvalidInputError, TTSError, error_body
-from ..service.recognition import TextDelta, Transcript, TranscriptionRequest
+from ..errors import InvalidInputError, TTSError, error_body, error_response_body
+from ..service.recognition import TextDelta, Transcript, TranscriptionRequest, TranscriptSegment
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
 from .schemas import MAX_TRANSCRIPTION_BYTES
@@ -66,6 +66,50 @@ async def create_transcription(
     # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
     body = {"text": transcript.text, "language": transcript.language, "usage": _usage(transcript)}
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+
+
+@router.post("/v1/audio/transcriptions/stream", response_model=None)
+async def earlier_transcription_stream(
+    services: ServicesDep,
+    file: Annotated[UploadFile, Form()],
+    language: Annotated[str | None, Form()] = None,
+    return_timestamps: Annotated[bool, Form()] = False,
+) -> StreamingResponse:
+    """The earlier ASR server's stream: an event for each part of the recording as it is transcribed,
+    `{text, language, is_final}` (with `chunk_index` when there are several parts: its 5 s chunks with their
+    words twice at every seam are not reproduced), then `{"done": true}`; an error after the start is an event."""
+    if return_timestamps:
+        raise InvalidInputError(f"return_timestamps: {NO_ALIGNER}", param="return_timestamps")
+    hosted = route_recognizer(services.registry, None)
+    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    events = services.recognition[hosted.id].stream(TranscriptionRequest(audio, language))
+    first = await anext(events)  # bad audio or settings are refused here, with their status
+    return StreamingResponse(_earlier_events(first, events), media_type="text/event-stream", headers=STREAM_HEADERS)
+
+
+async def _earlier_events(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIterator[bytes]:
+    def chunk(segment: TranscriptSegment, index: int, final: bool, several: bool) -> bytes:
+        data: dict = {"text": segment.text, "language": segment.language, "is_final": final}
+        return _earlier_event(data | ({"chunk_index": index} if several else {}))
+
+    held: list[TranscriptSegment] = []  # the latest part, sent once it is known whether it is the last
+    try:
+        async for event in _every(first, events):
+            if isinstance(event, TranscriptSegment):
+                if held:
+                    yield chunk(held[-1], len(held) - 1, False, True)
+                held.append(event)
+            elif isinstance(event, Transcript):
+                yield chunk(held[-1], len(held) - 1, True, len(held) > 1)
+                yield _earlier_event({"done": True})
+    except TTSError as exc:  # after the status was sent: the error is the stream's last event, without `done`
+        yield _earlier_event(error_response_body(exc))
+    finally:
+        await events.aclose()
+
+
+def _earlier_event(data: dict) -> bytes:
+    return f"data: {json.dumps(data)}\n\n".encode()  # its escapes: json.dumps' defaults
 
 
 def _check_options(
@@ -126,22 +170,22 @@ def _verbose(transcript: Transcript) -> dict:
     }
 
 
-async def _sse(
-    first: TextDelta | Transcript, events: AsyncGenerator[TextDelta | Transcript, None]
-) -> AsyncIterator[bytes]:
-    async def every() -> AsyncIterator[TextDelta | Transcript]:
-        yield first
-        async for event in events:
-            yield event
+Event = TextDelta | TranscriptSegment | Transcript
 
+
+async def _every(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIterator[Event]:
+    yield first
+    async for event in events:
+        yield event
+
+
+async def _sse(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIterator[bytes]:
     try:
-        async for event in every():
-            data: dict
+        async for event in _every(first, events):
             if isinstance(event, TextDelta):
-                data = {"type": "transcript.text.delta", "delta": event.text}
-            else:
-                data = {"type": "transcript.text.done", "text": event.text, "usage": _usage(event)}
-            yield _event(data)
+                yield _event({"type": "transcript.text.delta", "delta": event.text})
+            elif isinstance(event, Transcript):
+                yield _event({"type": "transcript.text.done", "text": event.text, "usage": _usage(event)})
     except TTSError as exc:  # after the status was sent: the error is the stream's last event
         yield _event({"type": "error", "error": error_body(exc)})
     finally:

@@ -53,6 +53,7 @@ class TranscriptSegment:
     end: float
     text: str
     tokens: tuple[int, ...]
+    language: str  # the official name heard in it; "" when none
 
 
 @dataclass(frozen=True)
@@ -88,9 +89,11 @@ class RecognitionService:
                 return event
         raise AssertionError("a transcription stream ends with its transcript")
 
-    async def stream(self, request: TranscriptionRequest) -> AsyncGenerator[TextDelta | Transcript, None]:
-        """Deltas of text as decoded, in order, then the transcript. Bad audio or settings raise before anything
-        is queued; closing the iterator cancels every part still decoding."""
+    async def stream(
+        self, request: TranscriptionRequest
+    ) -> AsyncGenerator[TextDelta | TranscriptSegment | Transcript, None]:
+        """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
+        settings raise before anything is queued; closing the iterator cancels every part still decoding."""
         language = resolve_language(request.language)
         wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
         transcriber: Transcriber = await self.engine.models.get_async()
@@ -115,7 +118,9 @@ class RecognitionService:
                 if rest.startswith(shown) and len(rest) > len(shown):
                     yield TextDelta(rest[len(shown) :])
                 end = min(offset + len(part) / SAMPLE_RATE, len(wave) / SAMPLE_RATE)  # a short last part is padded
-                segments.append(TranscriptSegment(round(offset, 3), round(end, 3), outputs[-1][1], tuple(ids)))
+                part_language, text = outputs[-1]
+                segments.append(TranscriptSegment(round(offset, 3), round(end, 3), text, tuple(ids), part_language))
+                yield segments[-1]
                 if len(parts) > 1:
                     log.info("transcribed part %d of %d (%d tokens)", index + 1, len(parts), len(ids))
             yield Transcript(
