@@ -51,6 +51,7 @@ def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind
         listed = {entry["id"]: entry for entry in http.get("/v1/models").json()["data"]}
         spoken = http.post("/v1/audio/speech", json=speech)
         ready = http.get("/ready")
+        health = http.get("/health").json()["models"]
         http.close()
     assert listed["speech"]["kind"] == "tts" and spoken.status_code == 200 and ready.status_code == 200
     languages = list(load_asr_checkpoint(checkpoints["asr"]).languages)
@@ -64,6 +65,11 @@ def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind
         "state": "unloaded",
     }
     assert "English" in languages and len(languages) == 30
+    assert {model_id: (report["kind"], report["state"]) for model_id, report in health.items()} == {
+        "speech": ("tts", "ready"),
+        "asr": ("asr", "unloaded"),
+    }
+    assert health["asr"]["footprint_bytes"] > 0 and health["asr"]["error"] is None
 
 
 def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory_budget(checkpoints):

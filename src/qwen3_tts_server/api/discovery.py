@@ -43,8 +43,8 @@ async def health(services: ServicesDep) -> JSONResponse:
     earlier = earlier_server_keys(models, model_id, engine, voices, library, services.audio_cache)
     report = health_report(models, engine, library, services.audio_cache, earlier)
     failure = services.registry.failure  # any hosted model's engine thread that stopped
-    if len(services.registry) > 1:
-        report["models"] = {hosted.id: hosted_model_health(hosted) for hosted in services.registry}
+    if len(services.registry.every) > 1:  # several models, of either family
+        report["models"] = {hosted.id: hosted_model_health(hosted) for hosted in services.registry.every}
         report["shared"] = services.registry.shared()
         if failure is not None:
             report |= {"status": "failed", "error": failure}
@@ -109,6 +109,7 @@ def hosted_model_health(hosted: HostedModel) -> dict:
     engine, manager = hosted.engine, hosted.manager
     return {
         "state": manager.state.value,
+        "kind": hosted.kind,
         "type": hosted.config.model_type if hosted.config else None,
         "loads": manager.loads,
         "error": engine.failure or manager.last_error,
