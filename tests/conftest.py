@@ -10,9 +10,11 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from pydantic import AliasChoices  # noqa: E402
 
+from asr_cases import ASR_CHECKPOINTS  # noqa: E402
 from parity_cases import CHECKPOINTS  # noqa: E402
 from qwen3_tts_server.config import Settings  # noqa: E402
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel  # noqa: E402
+from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
 from qwen3_tts_server.testing.random_checkpoint import make_test_model  # noqa: E402
 from redis_server import redis_server  # noqa: E402, F401 (a fixture for every test module)
 
@@ -38,3 +40,14 @@ def clean_env(monkeypatch, tmp_path):
             monkeypatch.delenv(variable.upper(), raising=False)
     monkeypatch.chdir(tmp_path)
     return monkeypatch
+
+
+@pytest.fixture(scope="session")
+def both_families(tmp_path_factory) -> dict:
+    """A tiny speech model (CustomVoice), a tiny transcriber and a tiny ForcedAligner, for one server of both."""
+    root = tmp_path_factory.mktemp("both_families")
+    return {
+        "speech": make_test_model(root / "speech", "tiny", "custom_voice"),
+        "asr": make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"]),
+        "aligner": make_asr_test_model(root / "aligner", **ASR_CHECKPOINTS["forced_aligner"]),
+    }

@@ -9,7 +9,6 @@ import asyncio
 import pytest
 import torch
 
-from asr_cases import ASR_CHECKPOINTS
 from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.recognition import RecognitionEngine
@@ -21,22 +20,10 @@ from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.recognition import RecognitionService, TranscriptionRequest
 from qwen3_tts_server.testing.live_server import live_process
-from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
-from qwen3_tts_server.testing.random_checkpoint import make_test_model
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_recognition_service import wav_bytes
 
 ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
-
-
-@pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("both")
-    return {
-        "speech": make_test_model(root / "speech", "tiny", "custom_voice"),
-        "asr": make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"]),
-        "aligner": make_asr_test_model(root / "aligner", **ASR_CHECKPOINTS["forced_aligner"]),
-    }
 
 
 def registry_of(*sources, **settings) -> ModelRegistry:
@@ -44,9 +31,9 @@ def registry_of(*sources, **settings) -> ModelRegistry:
     return build_registry(config, "cpu", "float32", False)
 
 
-def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind(checkpoints):
+def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind(both_families):
     speech = {"input": "Hello.", "voice": "ryan", "response_format": "wav"}
-    with live_process("serve", checkpoints["speech"], "--model", str(checkpoints["asr"]), env=ENV) as live:
+    with live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=ENV) as live:
         http = live.client(timeout=300)
         listed = {entry["id"]: entry for entry in http.get("/v1/models").json()["data"]}
         spoken = http.post("/v1/audio/speech", json=speech)
@@ -54,7 +41,7 @@ def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind
         health = http.get("/health").json()["models"]
         http.close()
     assert listed["speech"]["kind"] == "tts" and spoken.status_code == 200 and ready.status_code == 200
-    languages = list(load_asr_checkpoint(checkpoints["asr"]).languages)
+    languages = list(load_asr_checkpoint(both_families["asr"]).languages)
     assert listed["asr"] == {
         "id": "asr",
         "object": "model",
@@ -72,14 +59,14 @@ def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind
     assert health["asr"]["footprint_bytes"] > 0 and health["asr"]["error"] is None
 
 
-def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory_budget(checkpoints):
+def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory_budget(both_families):
     """A budget that holds one model: transcribing unloads the idle speech model, speaking would unload the idle
     transcriber; the transcript is the one the transcriber gives offline."""
-    speech_cost = checkpoint_footprint(checkpoints["speech"], prepare_loading(checkpoints["speech"]), torch.float32)
-    registry = registry_of(checkpoints["speech"], checkpoints["asr"])
+    speech_cost = checkpoint_footprint(both_families["speech"], prepare_loading(both_families["speech"]), torch.float32)
+    registry = registry_of(both_families["speech"], both_families["asr"])
     registry.prepare()
     (recognizer,) = registry.recognizers
-    offline = Transcriber(load_asr_checkpoint(checkpoints["asr"]))
+    offline = Transcriber(load_asr_checkpoint(both_families["asr"]))
     assert recognizer.kind == "asr" and recognizer.fingerprint == offline.model.fingerprint
     assert recognizer.footprint.own > 0 and [hosted.id for hosted in registry] == ["speech"]
     registry.budget = max(speech_cost.cost(), recognizer.footprint.cost()) + (1 << 20)
@@ -99,11 +86,11 @@ def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory
     assert states == {"speech": "unloaded", "asr": "ready"}
 
 
-def test_a_forced_aligner_in_models_is_refused_naming_it(checkpoints):
+def test_a_forced_aligner_in_models_is_refused_naming_it(both_families):
     with pytest.raises(ConfigurationError, match="aligner is a ForcedAligner checkpoint"):
-        registry_of(checkpoints["speech"], checkpoints["aligner"])
+        registry_of(both_families["speech"], both_families["aligner"])
 
 
-def test_recognition_checkpoints_alone_are_refused(checkpoints):
+def test_recognition_checkpoints_alone_are_refused(both_families):
     with pytest.raises(ConfigurationError, match="MODELS names recognition checkpoints only"):
-        registry_of(checkpoints["asr"])
+        registry_of(both_families["asr"])

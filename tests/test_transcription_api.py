@@ -15,15 +15,12 @@ import openai
 import pytest
 import soundfile as sf
 
-from asr_cases import ASR_CHECKPOINTS
 from audio_files import encode_with_pyav
 from qwen3_tts_server.api.transcriptions import _earlier_events
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
 from qwen3_tts_server.service.recognition import TextDelta, Transcript, TranscriptSegment, visible_text
 from qwen3_tts_server.testing.live_server import live_process
-from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
-from qwen3_tts_server.testing.random_checkpoint import make_test_model
 from qwen3_tts_server.testing.signals import voiced_glide
 
 ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
@@ -31,23 +28,14 @@ SECONDS = 1.2
 
 
 @pytest.fixture(scope="module")
-def checkpoints(tmp_path_factory) -> dict:
-    root = tmp_path_factory.mktemp("served")
-    return {
-        "speech": make_test_model(root / "speech", "tiny", "custom_voice"),
-        "asr": make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"]),
-    }
-
-
-@pytest.fixture(scope="module")
-def server(checkpoints):
-    with live_process("serve", checkpoints["speech"], "--model", str(checkpoints["asr"]), env=ENV) as live:
+def server(both_families):
+    with live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=ENV) as live:
         yield live
 
 
 @pytest.fixture(scope="module")
-def transcriber(checkpoints) -> Transcriber:
-    return Transcriber(load_asr_checkpoint(checkpoints["asr"]))
+def transcriber(both_families) -> Transcriber:
+    return Transcriber(load_asr_checkpoint(both_families["asr"]))
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +132,8 @@ def test_silence_is_transcribed_not_refused(server):
     assert answer.status_code == 200 and isinstance(answer.json()["text"], str)
 
 
-def test_a_server_without_a_recogniser_says_how_to_host_one(checkpoints):
-    with live_process("serve", checkpoints["speech"], env=ENV) as live, live.client(timeout=300) as http:
+def test_a_server_without_a_recogniser_says_how_to_host_one(both_families):
+    with live_process("serve", both_families["speech"], env=ENV) as live, live.client(timeout=300) as http:
         answer = http.post("/v1/audio/transcriptions", files={"file": ("a.wav", b"RIFF")})
     assert answer.status_code == 404
     assert "add a Qwen3-ASR checkpoint" in json.loads(answer.text)["error"]["message"]
