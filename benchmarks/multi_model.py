@@ -106,13 +106,13 @@ async def stall(live: LiveProcess, rounds: int, second: str) -> tuple[dict, int]
                 await first_audio_ms(http)
             while await model_state(http, second) != "unloaded":
                 samples["loaded_idle"].append(await first_audio_ms(http))
-    summary: dict[str, float | int] = {}
-    for phase, values in samples.items():
-        summary[f"ttfa_{phase}_p50_ms"] = statistics.median(values)
-        summary[f"ttfa_{phase}_p95_ms"] = percentile(values, 0.95)
+    summary: dict[str, float | int | None] = {}
+    for phase, values in samples.items():  # a phase a slow machine gave no sample (0 requests) has no figures
+        summary[f"ttfa_{phase}_p50_ms"] = statistics.median(values) if values else None
+        summary[f"ttfa_{phase}_p95_ms"] = percentile(values, 0.95) if values else None
         summary[f"requests_{phase}"] = len(values)
     summary["second_model_load_seconds_p50"] = statistics.median(loads)  # to its first "ready" seen on /health
-    summary["health_during_load_max_ms"] = max(probes)
+    summary["health_during_load_max_ms"] = max(probes, default=None)
     return {key: round(value, 1) if isinstance(value, float) else value for key, value in summary.items()}, rss
 
 
