@@ -5,6 +5,7 @@ transcript as the official package splits them, Japanese by nagisa, Korean by th
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 
 import numpy as np
@@ -106,6 +107,17 @@ def test_an_installed_official_package_lends_its_korean_word_list(monkeypatch, t
     monkeypatch.syspath_prepend(str(tmp_path))
     assert word_split.installed_korean_list() == listed
     assert WordSplitter().words("서울의 날씨는", "Korean") == ["서울", "의", "날씨는"]
+
+
+def test_loading_the_japanese_segmenter_leaves_float_arithmetic_as_it_was():
+    """DyNet (under nagisa) is built with -ffast-math: loading it would flush subnormals to zero in the loading
+    thread. In a fresh process, where it is loaded for the first time."""
+    script = (
+        "import sys; from qwen3_tts_server.model.asr.word_split import japanese_words as words; "
+        "print(words('東京です'), sys.float_info.min / 2 > 0, 'dynet' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert done.stdout.split() == ["['東京',", "'です']", "True", "True"], done.stderr
 
 
 def test_japanese_without_its_segmenter_names_the_extra(monkeypatch):

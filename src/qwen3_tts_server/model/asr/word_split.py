@@ -12,11 +12,14 @@ qwen-asr distribution, and Korean word timestamps are refused without it.
 from __future__ import annotations
 
 import importlib.metadata
+import sys
 import threading
 import unicodedata
 from functools import cache
 from pathlib import Path
 from types import ModuleType
+
+import torch
 
 from ...errors import ConfigurationError
 
@@ -68,8 +71,14 @@ def spaced_words(text: str) -> list[str]:
     return words
 
 
+def subnormals_kept() -> bool:
+    """Whether this thread's float arithmetic keeps subnormal numbers (IEEE 754) rather than flushing them to 0."""
+    return sys.float_info.min / 2 > 0
+
+
 @cache
 def _nagisa() -> ModuleType:
+    kept = subnormals_kept()
     try:
         import nagisa  # loads its tagger's weights once
     except ImportError:
@@ -77,6 +86,11 @@ def _nagisa() -> ModuleType:
             "Japanese word timestamps need the Japanese word segmenter: pip install 'qwen3-tts-server[japanese]'",
             param="language",
         ) from None
+    finally:
+        # DyNet, under nagisa, is built with -ffast-math: loading it switches this thread (and the threads it
+        # starts) to flushing subnormals to zero, which would change every model's arithmetic here. Undone.
+        if kept and not subnormals_kept():
+            torch.set_flush_denormal(False)
     return nagisa
 
 
