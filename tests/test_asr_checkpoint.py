@@ -73,3 +73,15 @@ def test_make_test_model_writes_either_kind_and_refuses_a_size_it_does_not_come_
     assert config["thinker_config"]["model_type"] == "qwen3_asr_thinker"
     assert cli_main(["make-test-model", str(tmp_path / "big"), "--type", "forced_aligner", "--size", "1.7b"]) == 2
     assert "no '1.7b' forced_aligner checkpoint; sizes: tiny, 0.6b" in capsys.readouterr().err
+
+
+def test_ids_decoded_one_at_a_time_join_to_the_whole_decode(checkpoints):
+    """Multi-byte characters split over tokens, special tokens skipped, the `<asr_text>` tag kept: the steps give
+    nothing for half a character and together the text that decoding every id at once gives."""
+    tokenizer = TextTokenizer.from_directory(checkpoints["asr"])
+    text = "language Japanese<asr_text>東京は晴れ 🌤️, naïve café. 한국어"
+    ids = tokenizer.encode(text) + [asr_token_id("<|im_end|>")]
+    decoder = tokenizer.stream_decoder(skip_special=True)
+    steps = [decoder.step(token) for token in ids]
+    assert "".join(steps) == tokenizer.decode(ids, skip_special=True) == text
+    assert "" in steps and "\ufffd" not in "".join(steps)  # some character took more than one token

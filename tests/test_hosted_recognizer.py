@@ -76,7 +76,9 @@ def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory
     try:
         registry.default.manager.get()  # the speech model takes the budget first
         transcript = asyncio.run(
-            RecognitionService(recognizer.engine).transcribe(TranscriptionRequest(audio, "en", max_new_tokens=8))
+            RecognitionService(recognizer.recognition_engine).transcribe(
+                TranscriptionRequest(audio, "en", max_new_tokens=8)
+            )
         )
         states = {hosted.id: hosted.manager.state.value for hosted in registry.every}
     finally:

@@ -106,7 +106,7 @@ def recognizer_entry(hosted: HostedModel) -> dict:
 
 
 def hosted_model_health(hosted: HostedModel) -> dict:
-    engine, manager = hosted.engine, hosted.manager
+    engine, manager = hosted.row_engine, hosted.manager
     return {
         "state": manager.state.value,
         "kind": hosted.kind,

@@ -11,7 +11,6 @@ import time
 from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 import torch
 
@@ -24,6 +23,7 @@ from ..model.tts.config import TTSConfig
 from .engine import MAX_RETRY_AFTER, Engine
 from .model_manager import ModelManager, ModelState
 from .recognition import RecognitionEngine
+from .rows import RowEngine
 
 log = logging.getLogger(__name__)
 RELEASE_SECONDS = 10.0  # the longest an idle model's engine is given to unload it
@@ -65,7 +65,7 @@ class HostedModel:
     manager: ModelManager
     directory: Path | None = None
     dtype: torch.dtype = torch.float32
-    attached: Any = field(default=None, repr=False)  # its Engine or RecognitionEngine, attached by the app
+    attached: RowEngine | None = field(default=None, repr=False)  # its Engine or RecognitionEngine, from the app
     kind: str = "tts"  # "tts", or a recogniser's "asr" or "forced_aligner" (`ModelRegistry.recognizers`)
     fingerprint: str | None = None
     footprint: Footprint | None = None
@@ -81,9 +81,17 @@ class HostedModel:
         return self.manager.known_config() if self.kind != "tts" else None
 
     @property
-    def engine(self) -> Engine:
+    def row_engine(self) -> RowEngine:
+        """Its engine, of either family."""
         if self.attached is None:
             raise RuntimeError(f"no engine attached to {self.id}")
+        return self.attached
+
+    @property
+    def engine(self) -> Engine:
+        """A speech model's engine."""
+        if not isinstance(self.attached, Engine):
+            raise RuntimeError(f"no speech engine attached to {self.id}")
         return self.attached
 
     @property
@@ -148,7 +156,9 @@ class ModelRegistry:
         return next((hosted for hosted in self.recognizers if hosted.id == model_id), None)
 
     def attach_engines(
-        self, build: Callable[[ModelManager], Engine], recognition: Callable[[ModelManager], Any] | None = None
+        self,
+        build: Callable[[ModelManager], Engine],
+        recognition: Callable[[ModelManager], RecognitionEngine] | None = None,
     ) -> None:
         """Each speech model's engine from `build`, each recogniser's from `recognition`."""
         for hosted in self.hosted:
@@ -158,7 +168,7 @@ class ModelRegistry:
                 raise ConfigurationError(f"no engine for the recognition model {hosted.id}")
             hosted.attached = recognition(hosted.manager)
 
-    def engines(self) -> list[Any]:
+    def engines(self) -> list[RowEngine]:
         return [hosted.attached for hosted in self.every if hosted.attached is not None]
 
     def start(self, preload_all: bool = False, preload: Collection[str] = ()) -> None:
@@ -172,7 +182,7 @@ class ModelRegistry:
         if preload_all:
             preloaded = self._fitting(self.every)
         for hosted in self.every:
-            hosted.engine.start(hosted in preloaded)
+            hosted.row_engine.start(hosted in preloaded)
 
     def stop(self) -> None:
         for engine in self.engines():
@@ -265,7 +275,7 @@ class ModelRegistry:
                     return
                 idle = [o for o in others if o.manager.loaded is not None and o.attached and o.attached.idle]
             for victim in sorted(idle, key=lambda other: other.manager.last_used):
-                if victim.engine.release(RELEASE_SECONDS):
+                if victim.row_engine.release(RELEASE_SECONDS):
                     log.info("unloaded %s to make room for %s (MODEL_MEMORY_BUDGET)", victim.id, hosted.id)
                     break
             else:

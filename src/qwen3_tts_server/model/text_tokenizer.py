@@ -81,8 +81,24 @@ class TextTokenizer:
     def decode(self, ids: list[int], skip_special: bool = False) -> str:
         return self._tokenizer.decode(ids, skip_special_tokens=skip_special)
 
+    def stream_decoder(self, skip_special: bool = False) -> StreamDecoder:
+        return StreamDecoder(self._tokenizer, skip_special)
+
     def token_id(self, token: str) -> int | None:
         return self._tokenizer.token_to_id(token)
+
+
+class StreamDecoder:
+    """Text of ids given one at a time, each step's cost independent of what came before: what an id completes
+    ("" while a character's bytes are not all there). The steps joined are `decode` of all the ids, but for a
+    character still incomplete at the end."""
+
+    def __init__(self, tokenizer: Tokenizer, skip_special: bool):
+        self._tokenizer = tokenizer
+        self._stream = decoders.DecodeStream(skip_special_tokens=skip_special)
+
+    def step(self, token: int) -> str:
+        return self._stream.step(self._tokenizer, token) or ""
 
 
 @functools.lru_cache(maxsize=2)

@@ -3,10 +3,10 @@ cut where the official package cuts long audio, its parts decoded side by side, 
 it is decoded (`TextDelta`s) before the whole transcript (`Transcript`).
 
 A part's text shows once its `language X<asr_text>` header is complete (at once when the language is forced),
-and never ends on half a character; when the part ends, what the official reading of its whole output adds
-follows (all of it for an output without the header tag). The transcript is that reading of each part (its
-repetition collapse included), so where that collapse rewrote text already shown, the transcript, not the
-deltas, is what the model said.
+and never ends on half a character (each token is decoded once, `StreamDecoder`); when the part ends, what the
+official reading of its whole output adds follows (all of it for an output without the header tag). The
+transcript is that reading of each part (its repetition collapse included), so where that collapse rewrote text
+already shown, the transcript, not the deltas, is what the model said.
 """
 
 from __future__ import annotations
@@ -25,10 +25,9 @@ from ..model.asr.languages import resolve_language
 from ..model.asr.long_audio import MAX_SECONDS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import Transcriber, heard_wave
-from ..model.asr.transcript import ASR_TEXT, merge_languages, parse_transcript
+from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
 
 log = logging.getLogger(__name__)
-PARTIAL_CHARACTER = "\ufffd"  # what decoding shows of a character whose bytes are not all there yet
 
 
 @dataclass(frozen=True)
@@ -72,10 +71,10 @@ class Transcript:
 
 def visible_text(decoded: str, forced: bool) -> str:
     """What of a part's output decoded so far is transcript: all of it when the language is forced, else what
-    follows the `<asr_text>` tag (nothing before it), without a trailing partial character."""
+    follows the `<asr_text>` tag (nothing before it)."""
     if not forced:
         decoded = decoded.split(ASR_TEXT, 1)[1] if ASR_TEXT in decoded else ""
-    return decoded.rstrip(PARTIAL_CHARACTER).lstrip()
+    return decoded.lstrip()
 
 
 class RecognitionService:
@@ -105,27 +104,29 @@ class RecognitionService:
             truncated = False
             for index, (stream, (part, offset)) in enumerate(zip(streams, parts, strict=True)):
                 ids: list[int] = []
-                shown = ""
+                decoder = transcriber.model.tokenizer.stream_decoder(skip_special=True)
+                decoded = shown = ""
                 async for token in stream:
                     ids.append(token.token)
-                    seen = visible_text(transcriber.model.tokenizer.decode(ids, skip_special=True), bool(language))
+                    decoded += decoder.step(token.token)
+                    seen = visible_text(decoded, bool(language))
                     if len(seen) > len(shown) and seen.startswith(shown):
                         yield TextDelta(seen[len(shown) :])
                         shown = seen
                     truncated |= token.finish_reason == "length"
                 outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
-                rest = outputs[-1][1]  # what the official reading adds: a part without its header tag is all text
-                if rest.startswith(shown) and len(rest) > len(shown):
-                    yield TextDelta(rest[len(shown) :])
-                end = min(offset + len(part) / SAMPLE_RATE, len(wave) / SAMPLE_RATE)  # a short last part is padded
                 part_language, text = outputs[-1]
+                if text.startswith(shown) and len(text) > len(shown):  # what the official reading adds: a part
+                    yield TextDelta(text[len(shown) :])  # without its header tag is all text
+                end = min(offset + len(part) / SAMPLE_RATE, len(wave) / SAMPLE_RATE)  # a short last part is padded
                 segments.append(TranscriptSegment(round(offset, 3), round(end, 3), text, tuple(ids), part_language))
                 yield segments[-1]
                 if len(parts) > 1:
                     log.info("transcribed part %d of %d (%d tokens)", index + 1, len(parts), len(ids))
+            language_heard, text = joined_parts(outputs)
             yield Transcript(
-                language=merge_languages([part_language for part_language, _ in outputs]),
-                text="".join(text for _, text in outputs),
+                language=language_heard,
+                text=text,
                 seconds=len(wave) / SAMPLE_RATE,
                 tokens=sum(len(segment.tokens) for segment in segments),
                 truncated=truncated,

@@ -23,7 +23,7 @@ from .decoding import GreedyRows
 from .loading import AsrCheckpoint
 from .long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from .mel import N_FFT, SAMPLE_RATE, log_mel, model_wave
-from .transcript import merge_languages, parse_transcript
+from .transcript import joined_parts, parse_transcript
 from .word_split import WordSplitter
 
 TOKENS_PER_SECOND = 16  # a part's default budget: far above speech's densest text (about 6 tokens a second)
@@ -171,10 +171,11 @@ class Transcriber:
         for clip, wave in enumerate(waves):
             mine = [i for i, part in enumerate(parts) if part.clip == clip]
             words = [word for i in mine for word in aligned[i] or []] if timestamps else None
+            language, text = joined_parts([parsed[i] for i in mine])
             results.append(
                 Transcription(
-                    language=merge_languages([parsed[i][0] for i in mine]),
-                    text="".join(parsed[i][1] for i in mine),
+                    language=language,
+                    text=text,
                     seconds=len(wave) / SAMPLE_RATE,
                     part_tokens=[parts[i].tokens or [] for i in mine],
                     truncated=any(parts[i].truncated for i in mine),

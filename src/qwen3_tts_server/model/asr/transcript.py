@@ -77,3 +77,8 @@ def merge_languages(languages: list[str]) -> str:
     ("Chinese,English")."""
     named = [language.strip() for language in languages if language and language.strip()]
     return ",".join(language for language, _ in itertools.groupby(named))
+
+
+def joined_parts(parsed: list[tuple[str, str]]) -> tuple[str, str]:
+    """A recording's (language, text) from its parts' (language, text) in order."""
+    return merge_languages([language for language, _ in parsed]), "".join(text for _, text in parsed)
