@@ -20,7 +20,15 @@ from qwen3_tts_server.errors import InvalidInputError
 from qwen3_tts_server.model.asr.languages import SUPPORTED_LANGUAGES, language_code, resolve_language
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import TimedWord
-from qwen3_tts_server.service.subtitles import subtitle_cues, to_srt, to_webvtt, word_spans
+from qwen3_tts_server.service.subtitles import (
+    CueRules,
+    estimated_words,
+    subtitle_cues,
+    to_srt,
+    to_webvtt,
+    two_lines,
+    word_spans,
+)
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 from qwen3_tts_server.testing.signals import voiced_glide
 
@@ -106,10 +114,10 @@ def test_subtitles_and_word_timestamps_come_from_the_aligner(checkpoints, tmp_pa
     assert [(w["word"], w["start"], w["end"]) for w in document["words"]] == [
         (item["text"], item["start"], item["end"]) for item in official["items"]
     ]
-    cue = r"(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n(.+)\n\n"
+    cue = r"(\d+)\n(\d\d:\d\d:\d\d,\d{3}) --> (\d\d:\d\d:\d\d,\d{3})\n(.+(?:\n.+)?)\n\n"  # one or two lines
     cues = re.findall(cue, srt.stdout)
     assert [int(number) for number, *_ in cues] == list(range(1, len(cues) + 1)) and re.sub(cue, "", srt.stdout) == ""
-    assert "".join(text for *_, text in cues).replace(" ", "") == document["text"].replace(" ", "")
+    assert "".join(text for *_, text in cues).replace(" ", "").replace("\n", "") == document["text"].replace(" ", "")
     assert vtt.stdout.startswith("WEBVTT\n\n")
     assert re.findall(r"(\d\d:\d\d:\d\d)\.(\d{3}) --> ", vtt.stdout) == [tuple(c[1].split(",")) for c in cues]
 
@@ -171,9 +179,32 @@ def test_cues_show_the_transcript_with_its_punctuation():
     ]
     assert subtitle_cues("words the aligner never saw", timed[:2])[0].text == "Hello world"
     long = [TimedWord("word", i * 1.0, i * 1.0 + 0.5) for i in range(20)]
-    assert [len(cue.text.split()) for cue in subtitle_cues(" ".join(["word"] * 20), long)] == [6, 6, 6, 2]
-    srt = to_srt(subtitle_cues("x", [TimedWord("x", 3725.5, 3726.25)]))
-    assert srt == "1\n01:02:05,500 --> 01:02:06,250\nx\n\n"
-    assert (
-        to_webvtt(subtitle_cues("x", [TimedWord("x", 0.0, 0.25)])) == "WEBVTT\n\n00:00:00.000 --> 00:00:00.250\nx\n\n"
-    )
+    assert [len(cue.text.split()) for cue in subtitle_cues(" ".join(["word"] * 20), long)] == [7, 7, 6]
+    srt = to_srt(subtitle_cues("x", [TimedWord("x", 3725.5, 3726.5)]))
+    assert srt == "1\n01:02:05,500 --> 01:02:06,500\nx\n\n"
+    assert to_webvtt(subtitle_cues("x", [TimedWord("x", 0.0, 1.0)])) == "WEBVTT\n\n00:00:00.000 --> 00:00:01.000\nx\n\n"
+
+
+def test_cues_break_at_pauses_hold_short_text_and_take_two_lines():
+    rules = CueRules(line_characters=20)
+    timed = [TimedWord("One", 0.0, 0.2), TimedWord("two", 0.3, 0.4), TimedWord("three", 1.5, 1.7)]
+    assert [(c.start, c.end, c.text) for c in subtitle_cues("One two three", timed, rules)] == [
+        (0.0, 0.833, "One two"),  # the pause of 1.1 s ends it; held to the least time, the next cue is far
+        (1.5, 2.333, "three"),
+    ]
+    close = [TimedWord("One", 0.0, 0.2), TimedWord("Two", 0.9, 1.0)]
+    assert [c.end for c in subtitle_cues("One. Two.", close, rules)] == [0.817, 1.733]  # held, ending 83 ms before
+    words = ["a", "sentence", "long", "enough", "to", "need", "two", "lines,", "here"]
+    timed = [TimedWord(word, i * 0.1, i * 0.1 + 0.1) for i, word in enumerate(words)]
+    cues = subtitle_cues(" ".join(words), timed, rules)  # two lines of 20 at most: a break before "lines,"
+    assert [cue.text for cue in cues] == ["a sentence long\nenough to need two", "lines, here"]
+    assert two_lines("我们今天去公园散步，然后一起吃晚饭吧", 10) == "我们今天去公园散步，\n然后一起吃晚饭吧"
+    assert two_lines("short", 10) == "short" and two_lines("unbreakablewordlongerthanlimit", 10).count("\n") == 0
+
+
+def test_estimated_words_share_a_part_by_length():
+    words = estimated_words("Hi there, 你好。", 1.0, 2.0)
+    assert [w.text for w in words] == ["Hi", "there,", "你", "好。"]
+    assert words[0].start == 1.0 and words[-1].end == 2.0
+    assert all(a.end == b.start for a, b in zip(words, words[1:], strict=False))
+    assert [c.text for c in subtitle_cues("Hi there, 你好。", words)] == ["Hi there, 你好。"]

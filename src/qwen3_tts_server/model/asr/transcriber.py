@@ -218,22 +218,24 @@ class Transcriber:
                 progress(Progress(done, len(parts), generated))
 
     def _align(self, parts: list[_Part], parsed: list[tuple[str, str]]) -> list[list[TimedWord] | None]:
+        return [
+            self.align(part.wave, text, language, part.offset) if text.strip() else None
+            for part, (language, text) in zip(parts, parsed, strict=True)
+        ]
+
+    @torch.inference_mode()
+    def align(self, wave: np.ndarray, text: str, language: str, offset: float = 0.0) -> list[TimedWord]:
+        """The words of one part's transcript (`text`, heard as `language`) with their times in the clip, the part
+        starting `offset` seconds into it."""
         aligner = self.aligner
-        assert aligner is not None and aligner.tokens.timestamp is not None
-        result: list[list[TimedWord] | None] = []
-        for part, (language, text) in zip(parts, parsed, strict=True):
-            if not text.strip():
-                result.append(None)
-                continue
-            words = self.splitter.words(text, language)
-            audio = self.encode(aligner, part.wave)
-            ids = torch.tensor(aligner.tokenizer.encode(aligner_prompt(words, len(audio))), device=aligner.device)
-            embedded = aligner.decoder.embed_prompt(ids, audio, aligner.tokens.audio_pad)
-            steps = slot_steps(aligner.decoder, aligner.head, embedded, ids, aligner.tokens.timestamp)
-            result.append(
-                [
-                    TimedWord(word, round(start + part.offset, 3), round(end + part.offset, 3))
-                    for word, start, end in timed_words(words, steps, aligner.step_ms)
-                ]
-            )
-        return result
+        if aligner is None or aligner.tokens.timestamp is None:
+            raise InvalidInputError("word timestamps need a ForcedAligner checkpoint", param="timestamp_granularities")
+        words = self.splitter.words(text, language)
+        audio = self.encode(aligner, wave)
+        ids = torch.tensor(aligner.tokenizer.encode(aligner_prompt(words, len(audio))), device=aligner.device)
+        embedded = aligner.decoder.embed_prompt(ids, audio, aligner.tokens.audio_pad)
+        steps = slot_steps(aligner.decoder, aligner.head, embedded, ids, aligner.tokens.timestamp)
+        return [
+            TimedWord(word, round(start + offset, 3), round(end + offset, 3))
+            for word, start, end in timed_words(words, steps, aligner.step_ms)
+        ]
