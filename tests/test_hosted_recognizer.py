@@ -5,6 +5,7 @@ its own recognition engine, its lifecycle and the memory budget shared with the 
 from __future__ import annotations
 
 import asyncio
+import shutil
 
 import pytest
 import torch
@@ -16,6 +17,8 @@ from qwen3_tts_server.engine.registry import ModelRegistry, checkpoint_footprint
 from qwen3_tts_server.errors import ConfigurationError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
+from qwen3_tts_server.model.checkpoint import weight_files
+from qwen3_tts_server.model.footprint import weight_bytes
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.recognition import RecognitionService, TranscriptionRequest
@@ -49,6 +52,7 @@ def test_a_transcriber_is_hosted_beside_the_speech_model_and_lists_with_its_kind
         "owned_by": "qwen3-tts-server",
         "kind": "asr",
         "languages": languages,
+        "aligner": None,
         "state": "unloaded",
     }
     assert "English" in languages and len(languages) == 30
@@ -88,9 +92,26 @@ def test_the_registry_loads_the_transcriber_through_its_engine_within_the_memory
     assert states == {"speech": "unloaded", "asr": "ready"}
 
 
-def test_a_forced_aligner_in_models_is_refused_naming_it(both_families):
-    with pytest.raises(ConfigurationError, match="aligner is a ForcedAligner checkpoint"):
+def test_a_forced_aligner_is_loaded_with_the_transcriber_and_counted_in_its_footprint(both_families):
+    alone = registry_of(both_families["speech"], both_families["asr"])
+    timed = registry_of(both_families["speech"], both_families["aligner"], both_families["asr"])
+    alone.prepare()
+    timed.prepare()
+    (plain,), (recognizer,) = alone.recognizers, timed.recognizers
+    aligner_bytes = sum(weight_bytes(f, torch.float32) for f in weight_files(both_families["aligner"]))
+    assert [hosted.id for hosted in timed.every] == ["speech", "asr"] and recognizer.aligner_id == "aligner"
+    assert recognizer.footprint.own == plain.footprint.own + aligner_bytes
+    assert recognizer.manager.get().aligner is not None and plain.aligner is None
+
+
+def test_a_forced_aligner_without_a_transcriber_or_a_second_one_is_refused(both_families):
+    with pytest.raises(ConfigurationError, match="ForcedAligner .*aligner but no Qwen3-ASR transcriber"):
         registry_of(both_families["speech"], both_families["aligner"])
+    copy = both_families["aligner"].parent / "aligner-copy"
+    if not copy.exists():
+        shutil.copytree(both_families["aligner"], copy)
+    with pytest.raises(ConfigurationError, match="2 ForcedAligner checkpoints"):
+        registry_of(both_families["speech"], both_families["asr"], both_families["aligner"], copy)
 
 
 def test_recognition_checkpoints_alone_are_refused(both_families):

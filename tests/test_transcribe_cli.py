@@ -192,6 +192,8 @@ def test_cues_break_at_pauses_hold_short_text_and_take_two_lines():
         (0.0, 0.833, "One two"),  # the pause of 1.1 s ends it; held to the least time, the next cue is far
         (1.5, 2.333, "three"),
     ]
+    at_the_end = subtitle_cues("x", [TimedWord("x", 1.5, 1.5)], rules, duration=1.5)
+    assert [(c.start, c.end) for c in at_the_end] == [(0.667, 1.5)]  # held within the audio: it starts earlier
     close = [TimedWord("One", 0.0, 0.2), TimedWord("Two", 0.9, 1.0)]
     assert [c.end for c in subtitle_cues("One. Two.", close, rules)] == [0.817, 1.733]  # held, ending 83 ms before
     words = ["a", "sentence", "long", "enough", "to", "need", "two", "lines,", "here"]

@@ -115,6 +115,20 @@ class Settings(BaseSettings):
     inference_cpu_cores: str | None = Field(
         None, description="CPU cores for the engine thread, e.g. 0-3 or 0,2 (default: all); its torch threads follow"
     )
+    # Recognition.
+    korean_words: Path | None = Field(
+        None,
+        description="the official Korean word list for Korean word timestamps (korean_dict_jieba.dict of the "
+        "qwen-asr package; default: the list of an installed qwen-asr)",
+    )
+    subtitle_max_duration: float = Field(7.0, gt=0, description="seconds a subtitle cue lasts at most")
+    subtitle_pause_threshold: float = Field(
+        0.5, ge=0, description="seconds of silence between two words that end a subtitle cue"
+    )
+    subtitle_min_duration: float = Field(
+        0.833, ge=0, description="seconds a subtitle cue is held at least, where the next one leaves room"
+    )
+    subtitle_min_gap: float = Field(0.083, ge=0, description="seconds between two subtitle cues at least")
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
     data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")

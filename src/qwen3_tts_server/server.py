@@ -73,8 +73,18 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
 
     hosted: list[HostedModel] = []
     recognizers: list[HostedModel] = []
-    for source in settings.hosted_models():
-        directory = resolve_checkpoint(source, required=("config.json",))
+    sources = [(source, resolve_checkpoint(source, required=("config.json",))) for source in settings.hosted_models()]
+    aligners = [
+        (source, directory)
+        for source, directory in sources
+        if is_asr_config(read_json(directory / "config.json")) and describe_asr_checkpoint(directory).kind != "asr"
+    ]
+    if len({directory.resolve() for _, directory in aligners}) > 1:
+        raise ConfigurationError(f"MODELS names {len(aligners)} ForcedAligner checkpoints; one times every transcript")
+    aligner_source, aligner = aligners[0] if aligners else (None, None)
+    for source, directory in sources:
+        if (source, directory) in aligners:
+            continue
         every = hosted + recognizers
         same = next((other for other in every if other.directory and other.directory.samefile(directory)), None)
         if same is not None:
@@ -88,13 +98,8 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         others_loaded = partial(lambda model_id: registry.others_loaded(model_id), model_id)
         if is_asr_config(read_json(directory / "config.json")):
             description = describe_asr_checkpoint(directory)
-            if description.kind != "asr":
-                raise ConfigurationError(
-                    f"MODELS: {source} is a ForcedAligner checkpoint; this server hosts transcribers, and word "
-                    "timestamps through a hosted aligner are not served yet (the transcribe command takes --aligner)"
-                )
             recognizer = ModelManager(
-                partial(load_transcriber, directory, device, dtype, settings.quantize),
+                partial(load_transcriber, directory, device, dtype, settings.quantize, aligner, settings.korean_words),
                 warmup=warm_up_transcriber,
                 describe=partial(describe_asr_checkpoint, directory),
                 config_of=lambda transcriber: transcriber.model.description,
@@ -103,7 +108,16 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
                 others_loaded=others_loaded,
             )
             recognizers.append(
-                HostedModel(model_id, source, recognizer, directory, parse_dtype(str(dtype)), kind=description.kind)
+                HostedModel(
+                    model_id,
+                    source,
+                    recognizer,
+                    directory,
+                    parse_dtype(str(dtype)),
+                    kind=description.kind,
+                    aligner=aligner,
+                    aligner_id=model_id_of(aligner_source) if aligner_source else None,
+                )
             )
             continue
         resolve_checkpoint(directory)  # a speech checkpoint's files are all there
@@ -117,6 +131,11 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             others_loaded=others_loaded,
         )
         hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
+    if aligners and not recognizers:
+        raise ConfigurationError(
+            f"MODELS names the ForcedAligner {aligner_source} but no Qwen3-ASR transcriber: the aligner times the "
+            "words of transcripts, so host one beside it (Qwen/Qwen3-ASR-0.6B)"
+        )
     budget = settings.memory_budget_bytes()
     if settings.model_memory_budget == "auto":
         free = free_memory_bytes(parse_device(device))

@@ -97,12 +97,13 @@ def hosted_model_entry(hosted: HostedModel) -> dict:
 
 
 def recognizer_entry(hosted: HostedModel) -> dict:
-    """A hosted recognition model as /v1/models lists it: OpenAI's fields, its kind and the languages it hears."""
+    """A hosted recognition model as /v1/models lists it: OpenAI's fields, its kind, the languages it hears, and
+    the ForcedAligner (a directory's name or a hub id) that times its words, if one is hosted."""
     description = hosted.description
     entry = {"id": hosted.id, "object": "model", "created": 0, "owned_by": "qwen3-tts-server", "kind": hosted.kind}
     if description is not None:
         entry |= {"languages": list(description.languages)}
-    return entry | {"state": hosted.manager.state.value}
+    return entry | {"aligner": hosted.aligner_id, "state": hosted.manager.state.value}
 
 
 def hosted_model_health(hosted: HostedModel) -> dict:

@@ -1,8 +1,12 @@
-"""POST /v1/audio/transcriptions, OpenAI's contract: a recording in, its transcript out as json, text or
-verbose_json (a segment for each part of a long recording), or streamed as server-sent events
-(`transcript.text.delta` as the text is decoded, then `transcript.text.done`), with `usage` in every answer.
-The earlier ASR server's fields on it are taken as it meant them: `language=auto` identifies the language, json
-answers carry `language`, and `return_timestamps` asks for word timestamps."""
+"""POST /v1/audio/transcriptions, OpenAI's contract: a recording in, its transcript out as json, text,
+verbose_json (a segment for each part of a long recording, `words` with `timestamp_granularities[]=word`), srt or
+vtt (cues from the words' times), or streamed as server-sent events (`transcript.text.delta` as the text is
+decoded, then `transcript.text.done`), with `usage` in every answer. Word times come from the ForcedAligner hosted
+beside the transcriber; without one, what needs them is a 400.
+
+The earlier ASR server's routes and fields, as it meant them: `language=auto` identifies the language, json
+answers carry `language`, `return_timestamps` adds the words' times (`timestamps`, as the official package names
+their fields), `POST /v1/audio/transcriptions/stream` and `POST /v1/audio/subtitles`."""
 
 from __future__ import annotations
 
@@ -14,9 +18,12 @@ from typing import Annotated
 from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
+from ..engine.registry import HostedModel
 from ..errors import InvalidInputError, TTSError, error_body, error_response_body
-from ..service.recognition import TextDelta, Transcript, TranscriptionRequest, TranscriptSegment
+from ..model.asr.transcriber import TimedWord
+from ..service.recognition import NO_ALIGNER, TextDelta, Transcript, TranscriptionRequest, TranscriptSegment
 from ..service.routing import route_recognizer
+from ..service.subtitles import CueRules, estimated_words, subtitle_cues, to_srt, to_webvtt
 from .dependencies import ServicesDep
 from .schemas import MAX_TRANSCRIPTION_BYTES
 from .uploads import read_upload
@@ -24,7 +31,7 @@ from .uploads import read_upload
 router = APIRouter()
 RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
 STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
-NO_ALIGNER = "word timestamps need a hosted ForcedAligner, which this server does not serve yet"
+SUBTITLE_MODES = ("accurate", "fast")
 
 
 @router.post("/v1/audio/transcriptions", response_model=None)
@@ -42,12 +49,18 @@ async def create_transcription(
     chunking_strategy: Annotated[str | None, Form()] = None,  # accepted: long audio is cut as the model's own
     return_timestamps: Annotated[bool, Form()] = False,  # the earlier ASR server's word timestamps
 ) -> Response:
-    _check_options(response_format, temperature, timestamp_granularities or [], include or [], stream)
-    if return_timestamps:
-        raise InvalidInputError(f"return_timestamps: {NO_ALIGNER}", param="return_timestamps")
+    granularities = timestamp_granularities or []
+    _check_options(response_format, temperature, granularities, include or [], stream)
     hosted = route_recognizer(services.registry, model)
+    if "word" in granularities:
+        _need_aligner(hosted, "timestamp_granularities")
+    if response_format in ("srt", "vtt"):
+        _need_aligner(hosted, "response_format", f"response_format {response_format}")
+    if return_timestamps:
+        _need_aligner(hosted, "return_timestamps")
+    timestamps = "word" in granularities or response_format in ("srt", "vtt") or return_timestamps
     audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
-    request = TranscriptionRequest(audio, language, prompt)
+    request = TranscriptionRequest(audio, language, prompt, timestamps=timestamps)
     events = services.recognition[hosted.id].stream(request)
     first = await anext(events)  # bad audio or settings are refused here, with their status
     if stream:
@@ -61,10 +74,16 @@ async def create_transcription(
     assert isinstance(transcript, Transcript)
     if response_format == "text":
         return PlainTextResponse(transcript.text + "\n")
+    if response_format in ("srt", "vtt"):
+        cues = subtitle_cues(transcript.text, transcript.words, cue_rules(services), transcript.seconds)
+        return PlainTextResponse(to_srt(cues) if response_format == "srt" else to_webvtt(cues))
     if response_format == "verbose_json":
-        return Response(json.dumps(_verbose(transcript), ensure_ascii=False), media_type="application/json")
+        verbose = _verbose(transcript, granularities)
+        return Response(json.dumps(verbose, ensure_ascii=False), media_type="application/json")
     # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
     body = {"text": transcript.text, "language": transcript.language, "usage": _usage(transcript)}
+    if return_timestamps:
+        body["timestamps"] = _official_items(transcript.words)
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
 
 
@@ -78,19 +97,74 @@ async def earlier_transcription_stream(
     """The earlier ASR server's stream: an event for each part of the recording as it is transcribed,
     `{text, language, is_final}` (with `chunk_index` when there are several parts: its 5 s chunks with their
     words twice at every seam are not reproduced), then `{"done": true}`; an error after the start is an event."""
-    if return_timestamps:
-        raise InvalidInputError(f"return_timestamps: {NO_ALIGNER}", param="return_timestamps")
     hosted = route_recognizer(services.registry, None)
+    if return_timestamps:
+        _need_aligner(hosted, "return_timestamps")
     audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
-    events = services.recognition[hosted.id].stream(TranscriptionRequest(audio, language))
+    events = services.recognition[hosted.id].stream(TranscriptionRequest(audio, language, timestamps=return_timestamps))
     first = await anext(events)  # bad audio or settings are refused here, with their status
-    return StreamingResponse(_earlier_events(first, events), media_type="text/event-stream", headers=STREAM_HEADERS)
+    return StreamingResponse(
+        _earlier_events(first, events, return_timestamps), media_type="text/event-stream", headers=STREAM_HEADERS
+    )
 
 
-async def _earlier_events(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIterator[bytes]:
+@router.post("/v1/audio/subtitles", response_model=None)
+async def earlier_subtitles(
+    services: ServicesDep,
+    file: Annotated[UploadFile, Form()],
+    language: Annotated[str | None, Form()] = None,
+    mode: Annotated[str, Form()] = "accurate",
+    max_line_chars: Annotated[int, Form(ge=10, le=200)] = 42,
+    model: Annotated[str | None, Form()] = None,
+) -> Response:
+    """The earlier ASR server's subtitles: a SubRip file as an attachment, its words timed by the aligner
+    (`mode=accurate`) or by their length over each part (`fast`), cues of two lines of `max_line_chars` at most
+    under the SUBTITLE_* settings. Its mistakes are not kept: the words are found (it found none with the
+    official package), cues keep the transcript's punctuation, and lines of Chinese and Japanese are broken too."""
+    if mode not in SUBTITLE_MODES:
+        raise InvalidInputError(f"mode is accurate (the aligner's times) or fast, not {mode!r}", param="mode")
+    hosted = route_recognizer(services.registry, model)
+    if mode == "accurate":
+        _need_aligner(hosted, "mode", "mode accurate", " (or ask for mode fast, the words timed by their length)")
+    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    request = TranscriptionRequest(audio, language, timestamps=mode == "accurate")
+    transcript = await services.recognition[hosted.id].transcribe(request)
+    words = transcript.words
+    if mode == "fast":
+        words = [word for part in transcript.segments for word in estimated_words(part.text, part.start, part.end)]
+    rules = cue_rules(services, line_characters=max_line_chars)
+    return PlainTextResponse(
+        to_srt(subtitle_cues(transcript.text, words, rules, transcript.seconds)),
+        headers={"Content-Disposition": 'attachment; filename="subtitles.srt"'},
+    )
+
+
+def cue_rules(services: ServicesDep, line_characters: int = CueRules.line_characters) -> CueRules:
+    settings = services.settings
+    return CueRules(
+        max_seconds=settings.subtitle_max_duration,
+        line_characters=line_characters,
+        pause_seconds=settings.subtitle_pause_threshold,
+        min_seconds=settings.subtitle_min_duration,
+        min_gap=settings.subtitle_min_gap,
+    )
+
+
+def _need_aligner(hosted: HostedModel, param: str, what: str | None = None, hint: str = "") -> None:
+    if hosted.aligner_id is None:
+        raise InvalidInputError(f"{what or param}: {NO_ALIGNER}{hint}", param=param)
+
+
+def _official_items(words: list[TimedWord]) -> list[dict]:
+    """Words with their times as the official package's items name them."""
+    return [{"text": word.text, "start_time": word.start, "end_time": word.end} for word in words]
+
+
+async def _earlier_events(first: Event, events: AsyncGenerator[Event, None], timestamps: bool) -> AsyncIterator[bytes]:
     def chunk(segment: TranscriptSegment, index: int, final: bool, several: bool) -> bytes:
         data: dict = {"text": segment.text, "language": segment.language, "is_final": final}
-        return _earlier_event(data | ({"chunk_index": index} if several else {}))
+        data |= {"chunk_index": index} if several else {}
+        return _earlier_event(data | ({"timestamps": _official_items(list(segment.words))} if timestamps else {}))
 
     held: list[TranscriptSegment] = []  # the latest part, sent once it is known whether it is the last
     try:
@@ -120,16 +194,12 @@ def _check_options(
             f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {response_format!r}",
             param="response_format",
         )
-    if response_format in ("srt", "vtt"):
-        raise InvalidInputError(f"response_format {response_format}: {NO_ALIGNER}", param="response_format")
     unknown = [value for value in granularities if value not in ("word", "segment")]
     if unknown:
         raise InvalidInputError(
             f"timestamp_granularities takes word and segment, not {', '.join(map(repr, unknown))}",
             param="timestamp_granularities",
         )
-    if "word" in granularities:
-        raise InvalidInputError(f"timestamp_granularities word: {NO_ALIGNER}", param="timestamp_granularities")
     if granularities and response_format != "verbose_json":
         raise InvalidInputError("timestamp_granularities needs response_format verbose_json", param="response_format")
     if not 0.0 <= temperature <= 1.0:
@@ -148,12 +218,19 @@ def _usage(transcript: Transcript) -> dict:
     return {"type": "duration", "seconds": math.ceil(transcript.seconds)}
 
 
-def _verbose(transcript: Transcript) -> dict:
-    return {
+def _verbose(transcript: Transcript, granularities: list[str]) -> dict:
+    """OpenAI's verbose_json: segments unless only words are asked for, words when they are."""
+    body: dict = {
         "task": "transcribe",
         "language": transcript.language.lower(),
         "duration": round(transcript.seconds, 3),
         "text": transcript.text,
+    }
+    if "word" in granularities:
+        body["words"] = [{"word": word.text, "start": word.start, "end": word.end} for word in transcript.words]
+    if set(granularities) == {"word"}:
+        return body | {"usage": _usage(transcript)}
+    return body | {
         "segments": [
             {
                 "id": index,

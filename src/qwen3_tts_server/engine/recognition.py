@@ -15,6 +15,7 @@ import logging
 import os
 import time
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 import torch
@@ -24,6 +25,7 @@ from ..model.asr.decoding import Emitted, GreedyRows
 from ..model.asr.loading import load_asr_checkpoint
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import Transcriber, check_length, part_budget
+from ..model.asr.word_split import WordSplitter
 from .jobs import RequestClock
 from .model_manager import ModelManager
 from .rows import END, RowEngine, RowHandle, RowStream
@@ -79,9 +81,17 @@ class TokenStream(RowStream[_Handle]):
 
 
 def load_transcriber(
-    directory: str | os.PathLike, device: str, dtype: str | torch.dtype, quantize: str | None
+    directory: str | os.PathLike,
+    device: str,
+    dtype: str | torch.dtype,
+    quantize: str | None,
+    aligner: str | os.PathLike | None = None,
+    korean_words: Path | None = None,
 ) -> Transcriber:
-    return Transcriber(load_asr_checkpoint(directory, device, dtype, quantize))
+    """A transcriber, with the ForcedAligner checkpoint `aligner` for word timestamps if given."""
+    model = load_asr_checkpoint(directory, device, dtype, quantize)
+    timer = load_asr_checkpoint(aligner, device, dtype, quantize) if aligner is not None else None
+    return Transcriber(model, timer, WordSplitter(korean_words))
 
 
 def warm_up_transcriber(transcriber: Transcriber) -> None:

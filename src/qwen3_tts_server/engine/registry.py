@@ -66,7 +66,9 @@ class HostedModel:
     directory: Path | None = None
     dtype: torch.dtype = torch.float32
     attached: RowEngine | None = field(default=None, repr=False)  # its Engine or RecognitionEngine, from the app
-    kind: str = "tts"  # "tts", or a recogniser's "asr" or "forced_aligner" (`ModelRegistry.recognizers`)
+    kind: str = "tts"  # "tts", or a recogniser's "asr" (`ModelRegistry.recognizers`)
+    aligner: Path | None = None  # a recogniser's ForcedAligner checkpoint, loaded with it for word timestamps
+    aligner_id: str | None = None  # the aligner's id: its hub id or directory name
     fingerprint: str | None = None
     footprint: Footprint | None = None
 
@@ -209,6 +211,8 @@ class ModelRegistry:
             if hosted.directory is not None:
                 files = weight_files(hosted.directory)
                 hosted.fingerprint = asr_fingerprint(hosted.directory, files)
+                if hosted.aligner is not None:  # its weights count with the transcriber's
+                    files += weight_files(hosted.aligner)
                 hosted.footprint = Footprint(sum(weight_bytes(file, hosted.dtype) for file in files), "", {})
         self._check_budget()
 

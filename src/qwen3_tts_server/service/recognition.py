@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import threading
 from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 from typing import cast
@@ -21,13 +22,17 @@ import numpy as np
 
 from ..engine.jobs import RequestClock
 from ..engine.recognition import RecognitionEngine, TokenStream, TranscriptionJob
+from ..errors import InvalidInputError
 from ..model.asr.languages import resolve_language
-from ..model.asr.long_audio import MAX_SECONDS, split_long_audio
+from ..model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
-from ..model.asr.transcriber import Transcriber, heard_wave
+from ..model.asr.transcriber import TimedWord, Transcriber, heard_wave
 from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
 
 log = logging.getLogger(__name__)
+NO_ALIGNER = (
+    "word timestamps need a ForcedAligner hosted beside the transcriber (MODELS=...,Qwen/Qwen3-ForcedAligner-0.6B)"
+)
 
 
 @dataclass(frozen=True)
@@ -37,6 +42,7 @@ class TranscriptionRequest:
     prompt: str = ""  # the model's context: names, terms, the topic
     interactive: bool = False  # a live caller: admitted before uploads
     max_new_tokens: int | None = None  # each part's budget (default: by its length)
+    timestamps: bool = False  # word timestamps from the transcriber's ForcedAligner
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,7 @@ class TranscriptSegment:
     text: str
     tokens: tuple[int, ...]
     language: str  # the official name heard in it; "" when none
+    words: tuple[TimedWord, ...] = ()  # with their times in the recording, when asked for
 
 
 @dataclass(frozen=True)
@@ -68,6 +75,10 @@ class Transcript:
     def parts(self) -> int:
         return len(self.segments)
 
+    @property
+    def words(self) -> list[TimedWord]:
+        return [word for segment in self.segments for word in segment.words]
+
 
 def visible_text(decoded: str, forced: bool) -> str:
     """What of a part's output decoded so far is transcript: all of it when the language is forced, else what
@@ -81,6 +92,7 @@ class RecognitionService:
     def __init__(self, engine: RecognitionEngine, request_timeout: float | None = None):
         self.engine = engine
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
+        self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
     async def transcribe(self, request: TranscriptionRequest) -> Transcript:
         async for event in self.stream(request):
@@ -96,7 +108,11 @@ class RecognitionService:
         language = resolve_language(request.language)
         wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
         transcriber: Transcriber = await self.engine.models.get_async()
-        parts = split_long_audio(wave, SAMPLE_RATE, MAX_SECONDS)
+        if request.timestamps:
+            if transcriber.aligner is None:
+                raise InvalidInputError(NO_ALIGNER, param="timestamp_granularities")
+            transcriber.splitter.prepare(language or "")  # Korean without its word list: refused before any work
+        parts = split_long_audio(wave, SAMPLE_RATE, MAX_SECONDS_WITH_TIMESTAMPS if request.timestamps else MAX_SECONDS)
         streams = self._submit(parts, language, request)
         try:
             outputs: list[tuple[str, str]] = []
@@ -119,7 +135,12 @@ class RecognitionService:
                 if text.startswith(shown) and len(text) > len(shown):  # what the official reading adds: a part
                     yield TextDelta(text[len(shown) :])  # without its header tag is all text
                 end = min(offset + len(part) / SAMPLE_RATE, len(wave) / SAMPLE_RATE)  # a short last part is padded
-                segments.append(TranscriptSegment(round(offset, 3), round(end, 3), text, tuple(ids), part_language))
+                words = (
+                    await self._align(transcriber, part, text, part_language, offset, end) if request.timestamps else ()
+                )
+                segments.append(
+                    TranscriptSegment(round(offset, 3), round(end, 3), text, tuple(ids), part_language, words)
+                )
                 yield segments[-1]
                 if len(parts) > 1:
                     log.info("transcribed part %d of %d (%d tokens)", index + 1, len(parts), len(ids))
@@ -135,6 +156,21 @@ class RecognitionService:
         finally:
             for stream in streams:
                 stream.cancel()
+
+    async def _align(
+        self, transcriber: Transcriber, part: np.ndarray, text: str, language: str, offset: float, end: float
+    ) -> tuple[TimedWord, ...]:
+        """A part's words timed, none past the part's end (where the official aligner can put them)."""
+        if not text.strip():
+            return ()
+
+        def align() -> list[TimedWord]:
+            with self._aligning:
+                return transcriber.align(part, text, language, offset)
+
+        words = await asyncio.to_thread(align)
+        last = round(end, 3)
+        return tuple(TimedWord(word.text, min(word.start, last), min(word.end, last)) for word in words)
 
     def _submit(
         self, parts: list[tuple[np.ndarray, float]], language: str | None, request: TranscriptionRequest

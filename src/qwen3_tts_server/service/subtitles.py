@@ -69,8 +69,11 @@ def word_spans(text: str, words: Sequence[str]) -> list[tuple[int, int]] | None:
     return spans
 
 
-def subtitle_cues(text: str, words: Sequence[TimedWord], rules: CueRules = CueRules()) -> list[Cue]:
-    """The cues of a transcript from its timed words; together they show the whole transcript."""
+def subtitle_cues(
+    text: str, words: Sequence[TimedWord], rules: CueRules = CueRules(), duration: float | None = None
+) -> list[Cue]:
+    """The cues of a transcript from its timed words (of a recording `duration` seconds long, if known); together
+    they show the whole transcript."""
     spans = word_spans(text, [word.text for word in words])
     shown = [text[a:b] for a, b in spans] if spans is not None else [word.text for word in words]
     cues: list[Cue] = []
@@ -90,7 +93,7 @@ def subtitle_cues(text: str, words: Sequence[TimedWord], rules: CueRules = CueRu
         start, end_time = words[first].start, max(words[index - 1].end, words[first].start)
         cues.append(Cue(start, end_time, two_lines(" ".join(body.split()), rules.line_characters)))
         first = index
-    return held_cues(cues, rules)
+    return held_cues(cues, rules, duration)
 
 
 def _joined(pieces: Sequence[str]) -> str:
@@ -122,15 +125,17 @@ def two_lines(text: str, limit: int) -> str:
     return text if best is None else text[: best[1]].rstrip() + "\n" + text[best[2] :].lstrip()
 
 
-def held_cues(cues: list[Cue], rules: CueRules) -> list[Cue]:
-    """Each cue held at least `min_seconds` and ended at least `min_gap` before the next starts, the gap winning."""
-    held = []
+def held_cues(cues: list[Cue], rules: CueRules, duration: float | None = None) -> list[Cue]:
+    """Each cue held at least `min_seconds`, but ended `min_gap` before the next one starts and within the
+    recording's `duration`; one still short starts earlier, where the cue before leaves room."""
+    held: list[Cue] = []
     for index, cue in enumerate(cues):
-        end = max(cue.end, cue.start + rules.min_seconds)
-        if index + 1 < len(cues):
-            end = min(end, max(cue.end, cues[index + 1].start - rules.min_gap))
-            end = min(end, cues[index + 1].start)
-        held.append(Cue(cue.start, round(max(end, cue.start), 3), cue.text))
+        limit = cues[index + 1].start - rules.min_gap if index + 1 < len(cues) else duration
+        end = cue.start + rules.min_seconds if limit is None else min(cue.start + rules.min_seconds, limit)
+        end = max(end, cue.end)
+        earliest = held[-1].end + rules.min_gap if held else 0.0
+        start = max(min(cue.start, end - rules.min_seconds), min(earliest, cue.start))
+        held.append(Cue(round(start, 3), round(end, 3), cue.text))
     return held
 
 
