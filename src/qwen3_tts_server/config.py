@@ -129,6 +129,18 @@ class Settings(BaseSettings):
         0.833, ge=0, description="seconds a subtitle cue is held at least, where the next one leaves room"
     )
     subtitle_min_gap: float = Field(0.083, ge=0, description="seconds between two subtitle cues at least")
+    translate_base_url: str | None = Field(
+        None,
+        validation_alias=AliasChoices("translate_base_url", "openai_base_url"),
+        description="an OpenAI-compatible chat API (e.g. http://localhost:11434/v1) that /v1/audio/translations "
+        "sends transcripts to; unset, that route answers 501 (also OPENAI_BASE_URL, the earlier ASR server's name)",
+    )
+    translate_api_key: SecretStr | None = Field(
+        None,
+        validation_alias=AliasChoices("translate_api_key", "openai_api_key"),
+        description="its API key, if it needs one (also OPENAI_API_KEY)",
+    )
+    translate_model: str | None = Field(None, description="the chat model that translates, e.g. qwen3:8b")
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
     data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")
@@ -307,6 +319,8 @@ class Settings(BaseSettings):
         if self.api_key is not None:
             values["api_key"] = "********"
         values["api_keys"] = ["********"] * len(self.api_keys)
+        if self.translate_api_key is not None:
+            values["translate_api_key"] = "********"
         return {env_name(name): value for name, value in values.items()}
 
     def resolved_device(self) -> str:

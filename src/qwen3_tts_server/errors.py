@@ -213,3 +213,18 @@ def error_body(exc: TTSError) -> dict:
 def error_response_body(exc: TTSError) -> dict:
     """The HTTP body for `exc`: OpenAI's envelope with the earlier server's flat keys (`error_document`)."""
     return error_document(exc.status, str(exc), exc.code, exc.param, exc.flat_code, exc.context)
+
+
+class NotImplementedFeatureError(TTSError):
+    """A route this server answers only once configured (translations without a translation model)."""
+
+    status = 501
+    code = "not_implemented"
+
+
+class UpstreamError(TTSError):
+    """A service this server calls on a request's behalf (the translation model) failed or answered nonsense."""
+
+    status = 502
+    code = "upstream_error"
+    flat_code = "TRANSLATION_FAILED"

@@ -30,11 +30,12 @@ from ..service.cloning import VoiceCloner
 from ..service.metrics import CacheCounts, Metrics
 from ..service.recognition import RecognitionService
 from ..service.speech import SpeechService
+from ..service.translation import Translator
 from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 from ..service.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
 from ..wyoming_server import WyomingBackend, WyomingServer
-from . import discovery, operations, playground, realtime, speech, transcriptions, voices
+from . import discovery, operations, playground, realtime, speech, transcriptions, translations, voices
 from .dependencies import Services
 from .errors import envelope, install_error_handlers
 from .limits import install_limits
@@ -129,6 +130,12 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
         metrics,
         audio_cache,
         recognition,
+        Translator(
+            settings.translate_base_url,
+            settings.translate_model,
+            settings.translate_api_key.get_secret_value() if settings.translate_api_key else None,
+            settings.request_timeout,
+        ),
     )
     install_error_handlers(app)
     accepted_keys = settings.accepted_keys()
@@ -157,6 +164,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(transcriptions.router)
+    app.include_router(translations.router)
     app.include_router(discovery.router)
     app.include_router(operations.router)
     app.include_router(realtime.router)

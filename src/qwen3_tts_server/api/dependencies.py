@@ -16,6 +16,7 @@ from ..service.audio_cache import AudioCache
 from ..service.metrics import Metrics
 from ..service.recognition import RecognitionService
 from ..service.speech import SpeechService
+from ..service.translation import Translator
 from ..service.voices import VoiceService
 from .context import RequestContext, request_context
 
@@ -33,6 +34,7 @@ class Services:
     metrics: Metrics
     audio_cache: AudioCache | None
     recognition: dict[str, RecognitionService]  # by hosted recogniser id
+    translator: Translator
 
 
 def services(connection: HTTPConnection) -> Services:

@@ -50,7 +50,7 @@ async def create_transcription(
     return_timestamps: Annotated[bool, Form()] = False,  # the earlier ASR server's word timestamps
 ) -> Response:
     granularities = timestamp_granularities or []
-    _check_options(response_format, temperature, granularities, include or [], stream)
+    check_options(response_format, temperature, granularities, include or [], stream)
     hosted = route_recognizer(services.registry, model)
     if "word" in granularities:
         _need_aligner(hosted, "timestamp_granularities")
@@ -81,7 +81,7 @@ async def create_transcription(
         verbose = _verbose(transcript, granularities)
         return Response(json.dumps(verbose, ensure_ascii=False), media_type="application/json")
     # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
-    body = {"text": transcript.text, "language": transcript.language, "usage": _usage(transcript)}
+    body = {"text": transcript.text, "language": transcript.language, "usage": usage_of(transcript)}
     if return_timestamps:
         body["timestamps"] = _official_items(transcript.words)
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
@@ -186,7 +186,7 @@ def _earlier_event(data: dict) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()  # its escapes: json.dumps' defaults
 
 
-def _check_options(
+def check_options(
     response_format: str, temperature: float, granularities: list[str], include: list[str], stream: bool
 ) -> None:
     if response_format not in RESPONSE_FORMATS:
@@ -214,7 +214,7 @@ def _check_options(
         raise InvalidInputError("stream takes response_format json or text", param="stream")
 
 
-def _usage(transcript: Transcript) -> dict:
+def usage_of(transcript: Transcript) -> dict:
     return {"type": "duration", "seconds": math.ceil(transcript.seconds)}
 
 
@@ -229,7 +229,7 @@ def _verbose(transcript: Transcript, granularities: list[str]) -> dict:
     if "word" in granularities:
         body["words"] = [{"word": word.text, "start": word.start, "end": word.end} for word in transcript.words]
     if set(granularities) == {"word"}:
-        return body | {"usage": _usage(transcript)}
+        return body | {"usage": usage_of(transcript)}
     return body | {
         "segments": [
             {
@@ -243,7 +243,7 @@ def _verbose(transcript: Transcript, granularities: list[str]) -> dict:
             }
             for index, segment in enumerate(transcript.segments)
         ],
-        "usage": _usage(transcript),
+        "usage": usage_of(transcript),
     }
 
 
@@ -262,7 +262,7 @@ async def _sse(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIterat
             if isinstance(event, TextDelta):
                 yield _event({"type": "transcript.text.delta", "delta": event.text})
             elif isinstance(event, Transcript):
-                yield _event({"type": "transcript.text.done", "text": event.text, "usage": _usage(event)})
+                yield _event({"type": "transcript.text.done", "text": event.text, "usage": usage_of(event)})
     except TTSError as exc:  # after the status was sent: the error is the stream's last event
         yield _event({"type": "error", "error": error_body(exc)})
     finally:
