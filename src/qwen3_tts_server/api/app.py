@@ -101,6 +101,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
                         realtime.parse_request,
                         settings.model_id,
                         settings.max_pending_text,
+                        recognition,
                     )
                     host = settings.wyoming_host or settings.host
                     server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)

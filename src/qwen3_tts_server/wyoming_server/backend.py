@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from ..engine.registry import ModelRegistry
 from ..service.realtime import RequestParser
+from ..service.recognition import RecognitionService
 from ..service.speech import SpeechService
 from ..service.voices import VoiceService
 
@@ -18,3 +19,4 @@ class WyomingBackend:
     parse: RequestParser  # a config and a text validated as a POST /v1/audio/speech body (the API layer's)
     model_id: str
     max_pending_text: int  # characters a streamed synthesis may have waiting to be spoken (MAX_PENDING_TEXT)
+    recognition: dict[str, RecognitionService] = field(default_factory=dict)  # by recogniser id: speech to text

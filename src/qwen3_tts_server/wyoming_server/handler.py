@@ -1,5 +1,6 @@
 """One Wyoming connection: `describe`, `synthesize`, and the streamed form (`synthesize-start`, `synthesize-chunk`s,
-`synthesize-stop`), spoken by a RealtimeSession as the WebSocket's text is.
+`synthesize-stop`), spoken by a RealtimeSession as the WebSocket's text is; and speech to text, `transcribe` with
+the audio events (`transcription.py`).
 
 Requests are answered in order. A `synthesize` gets audio-start, audio-chunks as the engine makes them (24 kHz,
 16-bit mono) and audio-stop; a streamed synthesis the same, its first clause spoken while its text still arrives,
@@ -17,6 +18,7 @@ import time
 from collections import deque
 from typing import Any
 
+from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, async_write_event
@@ -29,6 +31,7 @@ from ..service.realtime import DEFAULT_CONFIG, ChannelClosed, RealtimeSession, m
 from .backend import WyomingBackend
 from .info import describe
 from .languages import model_language
+from .transcription import Utterance, add_audio, open_audio, start_utterance, transcript_events
 
 log = logging.getLogger(__name__)
 
@@ -110,6 +113,7 @@ class WyomingHandler(AsyncEventHandler):
         self.session = RealtimeSession(backend.speech, self.channel, backend.parse, backend.max_pending_text)
         self.streaming = False  # between synthesize-start and synthesize-stop
         self.stream_refused = False  # its synthesize-start was refused: its text is dropped
+        self.utterance: Utterance | None = None  # speech to text: from transcribe (or audio-start) to audio-stop
 
     async def run(self) -> None:
         task = asyncio.current_task()
@@ -159,6 +163,21 @@ class WyomingHandler(AsyncEventHandler):
                 await self.session.append(message_text(event.data))
         elif SynthesizeStop.is_type(event.type):
             await self._stop()
+        elif Transcribe.is_type(event.type):
+            self.utterance = start_utterance(self.backend, event.data)
+        elif AudioStart.is_type(event.type):
+            self.utterance = self.utterance or start_utterance(self.backend, {})  # no transcribe: the defaults
+            open_audio(self.utterance, event.data)
+        elif AudioChunk.is_type(event.type):
+            if self.utterance is None or not self.utterance.rate:
+                raise InvalidInputError("audio-chunk outside an utterance: send transcribe and audio-start first")
+            add_audio(self.utterance, event)
+        elif AudioStop.is_type(event.type):
+            utterance, self.utterance = self.utterance, None
+            if utterance is None:
+                raise InvalidInputError("audio-stop without audio-start")
+            async for answer in transcript_events(utterance):
+                await self.channel.after_queued([answer])
         else:
             raise InvalidInputError(f"unknown event type {event.type!r}", param="type")
 

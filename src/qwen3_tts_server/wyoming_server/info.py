@@ -1,17 +1,21 @@
-"""`describe` answered: one TTS program listing every voice the server knows, as Home Assistant offers them."""
+"""`describe` answered: one TTS program listing every voice the server knows, as Home Assistant offers them, and
+one ASR program listing the hosted Qwen3-ASR models with the languages they hear."""
 
 from __future__ import annotations
 
 import asyncio
 from importlib.metadata import version
 
-from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
+from wyoming.info import AsrModel, AsrProgram, Attribution, Info, TtsProgram, TtsVoice
 
+from ..model.asr.languages import language_code
 from .backend import WyomingBackend
 from .languages import language_codes
 
 PROGRAM = "qwen3-tts"
+ASR_PROGRAM = "qwen3-asr"
 ATTRIBUTION = Attribution(name="Qwen (Alibaba Cloud)", url="https://github.com/QwenLM/Qwen3-TTS")
+ASR_ATTRIBUTION = Attribution(name="Qwen (Alibaba Cloud)", url="https://github.com/QwenLM/Qwen3-ASR")
 # The voices each model type speaks; the others are listed as not installed, and Home Assistant leaves them out.
 SPOKEN = {"custom_voice": {"preset", "alias"}, "base": {"audio_sample"}, "voice_design": {"prompt"}}
 KINDS = {"audio_sample": "cloned voice", "prompt": "designed voice"}
@@ -43,7 +47,36 @@ async def describe(backend: WyomingBackend) -> Info:
         voices=voices,
         supports_synthesize_streaming=True,
     )
-    return Info(tts=[program])
+    return Info(tts=[program], asr=_recognition(backend))
+
+
+def _recognition(backend: WyomingBackend) -> list[AsrProgram]:
+    """The hosted recognisers as one program, its text streamed as decoded (none when none is hosted)."""
+    models = [
+        AsrModel(
+            name=hosted.id,
+            description=f"Qwen3-ASR ({hosted.id})",
+            attribution=ASR_ATTRIBUTION,
+            installed=True,
+            version=None,
+            languages=[language_code(name) or name for name in hosted.description.languages]
+            if hosted.description
+            else [],
+        )
+        for hosted in backend.registry.recognizers
+    ]
+    if not models:
+        return []
+    program = AsrProgram(
+        name=ASR_PROGRAM,
+        description="Qwen3-ASR speech to text",
+        attribution=ASR_ATTRIBUTION,
+        installed=True,
+        version=version("qwen3-tts-server"),
+        models=models,
+        supports_transcript_streaming=True,
+    )
+    return [program]
 
 
 def _description(voice: dict) -> str:
