@@ -8,6 +8,7 @@ import asyncio
 import io
 import json
 import math
+import re
 
 import httpx
 import numpy as np
@@ -208,3 +209,13 @@ def test_a_missing_model_name_or_any_name_goes_to_the_hosted_transcriber(server,
             for data in ({}, {"model": "asr"}, {"model": "some-other-model"})
         ]
     assert named == [offline(transcriber, clip).text] * 3
+
+
+def test_the_recognisers_engine_is_in_the_metrics_under_its_model(server, clip):
+    with server.client(timeout=300) as http:
+        assert http.post("/v1/audio/transcriptions", files={"file": ("clip.wav", clip)}).status_code == 200
+        scraped = http.get("/metrics").text
+    steps = re.search(r'^qwen3_tts_engine_step_seconds_count\{model="asr"\} (\S+)$', scraped, re.MULTILINE)
+    assert steps is not None and float(steps.group(1)) > 0
+    assert re.search(r'^qwen3_tts_queue_depth\{model="asr"\} 0\.0$', scraped, re.MULTILINE)
+    assert re.search(r'^qwen3_tts_model_state\{model="asr",state="ready"\} 1\.0$', scraped, re.MULTILINE)

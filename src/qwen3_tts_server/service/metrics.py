@@ -82,7 +82,7 @@ class Metrics:
         )
         self.engine_step = Histogram(
             "qwen3_tts_engine_step_seconds",
-            "One frame for every active row",
+            "One step of every active row: a frame of speech, or a token of text for a recogniser",
             ["model"],
             buckets=STEP_BUCKETS,
             registry=r,
@@ -104,8 +104,8 @@ class Metrics:
             buckets=RTF_BUCKETS,
             registry=r,
         )
-        for hosted in models:
-            hosted.engine.add_step_listener(partial(self.observe_step, hosted.id))
+        for hosted in models.every:  # the recognisers' steps too: a token of text for every active row
+            hosted.row_engine.add_step_listener(partial(self.observe_step, hosted.id))
 
     def observe_step(self, model: str, step_seconds: float, decode_seconds: float | None) -> None:
         """Called from model `model`'s engine thread after each step (decode: None when no chunk was due)."""
@@ -152,8 +152,8 @@ class _LiveState(Collector):
             name: GaugeMetricFamily(f"qwen3_tts_{name}", text, labels=["model"]) for name, text in gauges.items()
         }
         state = GaugeMetricFamily("qwen3_tts_model_state", "1 for the model's current state", labels=["model", "state"])
-        for hosted in self._models:
-            engine = hosted.engine
+        for hosted in self._models.every:
+            engine = hosted.row_engine
             values = {
                 "queue_depth": engine.waiting,
                 "active_streams": engine.active,
