@@ -117,3 +117,17 @@ def test_a_forced_aligner_without_a_transcriber_or_a_second_one_is_refused(both_
 def test_recognition_checkpoints_alone_are_refused(both_families):
     with pytest.raises(ConfigurationError, match="MODELS names recognition checkpoints only"):
         registry_of(both_families["asr"])
+
+
+def test_a_transcriber_that_fails_to_load_makes_the_server_not_ready_naming_it(both_families, tmp_path):
+    broken = tmp_path / "asr"
+    shutil.copytree(both_families["asr"], broken)
+    with live_process("serve", both_families["speech"], "--model", str(broken), env=ENV) as live:
+        (broken / "model.safetensors").write_bytes(b"not weights")  # after the start's checks
+        http = live.client(timeout=300)
+        failed = http.post("/v1/audio/transcriptions", files={"file": ("a.wav", wav_bytes(voiced_glide(0.5)))})
+        ready = http.get("/ready")
+        http.close()
+    assert failed.status_code >= 500 and ready.status_code == 503
+    report = ready.json()
+    assert report["error"].startswith("asr: cannot read weights") and set(report["models"]) == {"speech", "asr"}

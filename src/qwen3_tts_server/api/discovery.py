@@ -70,18 +70,19 @@ async def ready(services: ServicesDep) -> JSONResponse:
     stopped or the last attempt to load the model failed; then 503 with the reason in `error`, and the load is
     tried again in the background (a checkpoint fixed in place makes the replica ready without a request)."""
     errors = {}
-    for hosted in services.registry:
-        models, engine = hosted.manager, hosted.engine
+    for hosted in services.registry.every:
+        models, engine = hosted.manager, hosted.row_engine
         error = engine.failure or models.last_error
         if engine.failure is None and models.last_error is not None:
             models.retry_failed_load()
         if error is not None:
             errors[hosted.id] = error
     body: dict[str, object] = {"ready": not errors, "model": services.models.state.value}
-    if len(services.registry) > 1:
-        body["models"] = {hosted.id: hosted.manager.state.value for hosted in services.registry}
+    every = services.registry.every
+    if len(every) > 1:
+        body["models"] = {hosted.id: hosted.manager.state.value for hosted in every}
     if errors:
-        named = len(services.registry) > 1
+        named = len(every) > 1
         body["error"] = "; ".join(f"{model_id}: {error}" if named else error for model_id, error in errors.items())
     return JSONResponse(body, status_code=200 if not errors else 503)
 
