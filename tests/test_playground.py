@@ -328,3 +328,42 @@ def test_voice_recorded_from_the_microphone(gateway, open_page):
     expect(item).to_contain_text("x_vector")
     with httpx.Client(base_url=gateway.base, headers=AUTH, timeout=60) as client:
         assert client.delete(f"/v1/audio/voices/{item.get_attribute('data-voice-id')}").status_code == 200
+
+
+@pytest.fixture(scope="module")
+def listener(both_families) -> Iterator[LiveProcess]:
+    """A speech model, a Qwen3-ASR transcriber and its aligner, with an API key."""
+    models = ("--model", str(both_families["asr"]), "--model", str(both_families["aligner"]))
+    with live_process("serve", both_families["speech"], *models, env=ENV) as live:
+        yield live
+
+
+def test_a_recording_is_transcribed_as_it_is_decoded_with_its_words_on_the_waveform(listener, open_page, reference):
+    """A file, then the microphone: the text streams in (deltas), ends as the API's transcript of the same bytes,
+    and the aligner's words are drawn; the speech model picker leaves the transcriber out."""
+    fields = {"model": "asr", "language": "en", "response_format": "verbose_json", "timestamp_granularities[]": "word"}
+    upload = {"file": (REF, reference.read_bytes())}
+    expected = httpx.post(
+        listener.base + "/v1/audio/transcriptions", headers=AUTH, data=fields, files=upload, timeout=300
+    )
+    page = open_page(listener.base)
+    expect(page.locator("#transcription")).to_be_visible()
+    assert page.locator("#model-row").is_hidden()  # one speech model: no picker, the transcriber not in it
+    page.select_option("#asr-language", "en")
+    page.set_input_files("#asr-file", str(reference))
+    page.click("#transcribe")
+    page.wait_for_function(f"() => {STATE}.transcription.done")
+    result = page.evaluate(f"{STATE}.transcription")
+    assert result["error"] is None and result["deltas"] > 0
+    assert result["text"] == expected.json()["text"] and result["words"] == expected.json()["words"]
+    expect(page.locator("#asr-waveform")).to_be_visible()
+    expect(page.locator("#asr-text")).to_have_text(expected.json()["text"])
+    screenshot(page, "transcription")
+    page.click("#asr-record")
+    expect(page.locator("#asr-record")).to_have_text("Stop recording")
+    page.wait_for_timeout(1500)
+    page.click("#asr-record")
+    expect(page.locator("#asr-source")).to_contain_text("microphone recording")
+    page.click("#transcribe")
+    page.wait_for_function(f"() => {STATE}.transcription.done")
+    assert page.evaluate(f"{STATE}.transcription.error") is None

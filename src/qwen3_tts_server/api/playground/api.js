@@ -12,6 +12,13 @@ export class ApiError extends Error {}
 
 /** `path` (relative, e.g. "v1/models") answered as JSON, or as text or a Blob with `expect`. */
 export async function api(path, { method = "GET", json, form, expect = "json" } = {}) {
+  const response = await apiResponse(path, { method, json, form });
+  if (expect === "blob") return response.blob();
+  return expect === "text" ? response.text() : response.json();
+}
+
+/** The Response of a successful request (to read as it streams); an ApiError otherwise. */
+export async function apiResponse(path, { method = "GET", json, form } = {}) {
   const headers = {};
   const key = apiKey.get();
   if (key) headers.Authorization = `Bearer ${key}`;
@@ -27,8 +34,7 @@ export async function api(path, { method = "GET", json, form, expect = "json" } 
     throw new ApiError(`the server did not answer (${error.message})`);
   }
   if (!response.ok) throw new ApiError(await errorMessage(response));
-  if (expect === "blob") return response.blob();
-  return expect === "text" ? response.text() : response.json();
+  return response;
 }
 
 /** The message of OpenAI's error envelope, or the status when the body is something else. */

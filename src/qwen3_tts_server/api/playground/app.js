@@ -1,6 +1,8 @@
 // The playground: speech over the WebSocket played as it arrives, the voice library, the server's load.
 import { api, apiKey, speechSocketUrl } from "./api.js";
 import { SAMPLE_RATE, createPlayer, pcmToFloat, wavFile } from "./audio.js";
+import { Microphone } from "./microphone.js";
+import { asr, showTranscription } from "./transcription.js";
 import { Waveform } from "./waveform.js";
 
 const $ = (id) => document.getElementById(id);
@@ -19,7 +21,7 @@ const freshRun = () => ({
   done: false,
 });
 // The last run as tests and benchmarks read it (times in ms from the click on Speak).
-const state = (window.playground = { model: null, runs: 0, running: false, ...freshRun() });
+const state = (window.playground = { model: null, runs: 0, running: false, ...freshRun(), transcription: asr });
 
 const waveform = new Waveform($("waveform"));
 let voices = [];
@@ -29,7 +31,6 @@ let current = null; // the run whose WebSocket is open
 let shown = null; // the run whose result is shown (it may still play after its WebSocket closed)
 let finished = null; // the last complete run, for Download
 let recording = null; // a File recorded from the microphone
-let recorder = null;
 
 // -- the server: model, voices -------------------------------------------------------------------------
 
@@ -37,7 +38,8 @@ async function loadServer() {
   showError("api-error", null);
   try {
     const [models, voiceList] = await Promise.all([api("v1/models"), api("v1/audio/voices")]);
-    hosted = models.data.filter((model) => !model.alias_of);
+    hosted = models.data.filter((model) => !model.alias_of && model.kind !== "asr"); // the speakers
+    showTranscription(models.data);
     state.model = hosted.find((model) => model.id === $("model").value) ?? hosted[0] ?? models.data[0];
     voices = voiceList.data;
   } catch (error) {
@@ -362,36 +364,23 @@ async function deleteVoice(voice) {
   }
 }
 
-async function toggleRecording() {
-  if (recorder) return recorder.stop();
-  showError("library-error", null);
-  if (!navigator.mediaDevices?.getUserMedia) {
-    return showError("library-error", "the microphone needs a secure page (https, or localhost)");
-  }
-  let stream;
-  try {
-    stream = await navigator.mediaDevices.getUserMedia({ audio: true });
-  } catch (error) {
-    return showError("library-error", `no microphone: ${error.message}`);
-  }
-  const parts = [];
-  recorder = new MediaRecorder(stream);
-  recorder.ondataavailable = ({ data }) => parts.push(data);
-  recorder.onstop = () => {
-    stream.getTracks().forEach((track) => track.stop());
-    const type = recorder.mimeType.split(";")[0];
-    const extension = { "audio/ogg": "ogg", "audio/mp4": "m4a" }[type] ?? "webm";
+const microphone = new Microphone(
+  (file) => {
     clearRecording();
-    recording = new File(parts, `recording.${extension}`, { type });
+    recording = file;
     const preview = $("recording");
     preview.src = URL.createObjectURL(recording);
     preview.hidden = false;
     $("voice-file").value = "";
     $("record").textContent = "Record again";
-    recorder = null;
-  };
-  recorder.start();
-  $("record").textContent = "Stop recording";
+  },
+  (message) => showError("library-error", message),
+);
+
+async function toggleRecording() {
+  showError("library-error", null);
+  await microphone.toggle();
+  if (microphone.recording) $("record").textContent = "Stop recording";
 }
 
 function clearRecording() {
