@@ -84,6 +84,26 @@ def test_the_transcript_is_the_offline_one_and_the_deltas_add_up_to_it(transcrib
     assert streamed == transcript.text and streamed.startswith(visible_text(decoded, forced is not None).strip())
 
 
+def test_the_servers_token_budget_cuts_each_part_and_names_the_parts_cut(transcriber, monkeypatch):
+    shorter_parts(monkeypatch, 2.0)
+    wave = np.concatenate([voiced_glide(1.9, pitch=110.0), np.zeros(1600, np.float32), voiced_glide(2.2, pitch=200.0)])
+    audio = wav_bytes(wave)
+
+    async def scenario(engine: RecognitionEngine) -> Transcript:
+        return await RecognitionService(engine, max_new_tokens=7).transcribe(TranscriptionRequest(audio))
+
+    engine = RecognitionEngine(transcriber, max_batch_size=4).start()
+    try:
+        transcript = asyncio.run(scenario(engine))
+    finally:
+        engine.stop()
+    (offline,) = transcriber.transcribe([heard_wave(audio, "clip")], max_new_tokens=7)
+    assert [list(segment.tokens) for segment in transcript.segments] == offline.part_tokens
+    stop = transcriber.model.tokens.stop
+    cut = tuple(number for number, ids in enumerate(offline.part_tokens, 1) if ids[-1] not in stop and len(ids) == 7)
+    assert cut and transcript.cut_parts == cut and transcript.truncated == offline.truncated
+
+
 def test_long_audio_is_cut_and_its_parts_joined_in_order(transcriber, monkeypatch):
     shorter_parts(monkeypatch, 2.0)
     wave = np.concatenate([voiced_glide(1.9, pitch=110.0), np.zeros(1600, np.float32), voiced_glide(2.2, pitch=200.0)])

@@ -116,6 +116,12 @@ class Settings(BaseSettings):
         None, description="CPU cores for the engine thread, e.g. 0-3 or 0,2 (default: all); its torch threads follow"
     )
     # Recognition.
+    max_transcription_tokens: int | None = Field(
+        None,
+        ge=1,
+        description="tokens one part of a recording may decode (the official package's max_new_tokens); reaching it "
+        "ends the part as cut; unset: 16 a second of its audio, at least 64",
+    )
     korean_words: Path | None = Field(
         None,
         description="the official Korean word list for Korean word timestamps (korean_dict_jieba.dict of the "

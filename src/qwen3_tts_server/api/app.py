@@ -118,7 +118,9 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
     app.state.on_drain = []
     recognition = {
-        hosted.id: RecognitionService(hosted.recognition_engine, settings.request_timeout)
+        hosted.id: RecognitionService(
+            hosted.recognition_engine, settings.request_timeout, settings.max_transcription_tokens
+        )
         for hosted in registry.recognizers
     }
     app.state.services = Services(

@@ -23,7 +23,7 @@ from ..errors import InvalidInputError, TTSError, error_body, error_response_bod
 from ..model.asr.transcriber import TimedWord
 from ..service.recognition import NO_ALIGNER, TextDelta, Transcript, TranscriptionRequest, TranscriptSegment
 from ..service.routing import route_recognizer
-from ..service.subtitles import CueRules, estimated_words, subtitle_cues, to_srt, to_webvtt
+from ..service.subtitles import CueRules, length_timed_words, subtitle_cues, to_srt, to_webvtt
 from .dependencies import ServicesDep
 from .schemas import MAX_TRANSCRIPTION_BYTES
 from .uploads import read_upload
@@ -72,19 +72,20 @@ async def create_transcription(
     finally:
         await events.aclose()  # a client that left cancels the parts still decoding
     assert isinstance(transcript, Transcript)
+    headers = cut_header(transcript)
     if response_format == "text":
-        return PlainTextResponse(transcript.text + "\n")
+        return PlainTextResponse(transcript.text + "\n", headers=headers)
     if response_format in ("srt", "vtt"):
         cues = subtitle_cues(transcript.text, transcript.words, cue_rules(services), transcript.seconds)
-        return PlainTextResponse(to_srt(cues) if response_format == "srt" else to_webvtt(cues))
+        return PlainTextResponse(to_srt(cues) if response_format == "srt" else to_webvtt(cues), headers=headers)
     if response_format == "verbose_json":
-        verbose = _verbose(transcript, granularities)
-        return Response(json.dumps(verbose, ensure_ascii=False), media_type="application/json")
-    # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
-    body = {"text": transcript.text, "language": transcript.language, "usage": usage_of(transcript)}
-    if return_timestamps:
-        body["timestamps"] = _official_items(transcript.words)
-    return Response(json.dumps(body, ensure_ascii=False), media_type="application/json")
+        body = _verbose(transcript, granularities)
+    else:
+        # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
+        body = {"text": transcript.text, "language": transcript.language, "usage": usage_of(transcript)}
+        if return_timestamps:
+            body["timestamps"] = _official_items(transcript.words)
+    return Response(json.dumps(body, ensure_ascii=False), media_type="application/json", headers=headers)
 
 
 @router.post("/v1/audio/transcriptions/stream", response_model=None)
@@ -129,13 +130,11 @@ async def earlier_subtitles(
     audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
     request = TranscriptionRequest(audio, language, timestamps=mode == "accurate")
     transcript = await services.recognition[hosted.id].transcribe(request)
-    words = transcript.words
-    if mode == "fast":
-        words = [word for part in transcript.segments for word in estimated_words(part.text, part.start, part.end)]
+    words = length_timed_words(transcript) if mode == "fast" else transcript.words
     rules = cue_rules(services, line_characters=max_line_chars)
     return PlainTextResponse(
         to_srt(subtitle_cues(transcript.text, words, rules, transcript.seconds)),
-        headers={"Content-Disposition": 'attachment; filename="subtitles.srt"'},
+        headers={"Content-Disposition": 'attachment; filename="subtitles.srt"'} | cut_header(transcript),
     )
 
 
@@ -212,6 +211,12 @@ def check_options(
         raise InvalidInputError(f"include {', '.join(include)} is not supported yet", param="include")
     if stream and response_format not in ("json", "text"):
         raise InvalidInputError("stream takes response_format json or text", param="stream")
+
+
+def cut_header(transcript: Transcript) -> dict[str, str]:
+    """X-Parts-Cut: the parts (from 1) that spent their token budget (MAX_TRANSCRIPTION_TOKENS) before the model
+    ended them, so their text may be cut."""
+    return {"X-Parts-Cut": ",".join(map(str, transcript.cut_parts))} if transcript.cut_parts else {}
 
 
 def usage_of(transcript: Transcript) -> dict:

@@ -17,7 +17,7 @@ from ..service.recognition import TranscriptionRequest
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
 from .schemas import MAX_TRANSCRIPTION_BYTES
-from .transcriptions import check_options, usage_of
+from .transcriptions import check_options, cut_header, usage_of
 from .uploads import read_upload
 
 router = APIRouter()
@@ -46,10 +46,12 @@ async def create_translation(
     transcript = await services.recognition[hosted.id].transcribe(TranscriptionRequest(audio, None, prompt))
     text = await services.translator.translate(transcript.text, target, prompt)
     if response_format == "text":
-        return PlainTextResponse(text + "\n")
+        return PlainTextResponse(text + "\n", headers=cut_header(transcript))
     body: dict = {"text": text, "language": language_code(target) or target}
     if response_format == "verbose_json":
         body = {"task": "translate", "language": target.lower(), "duration": round(transcript.seconds, 3), "text": text}
     return Response(
-        json.dumps(body | {"usage": usage_of(transcript)}, ensure_ascii=False), media_type="application/json"
+        json.dumps(body | {"usage": usage_of(transcript)}, ensure_ascii=False),
+        media_type="application/json",
+        headers=cut_header(transcript),
     )

@@ -68,8 +68,12 @@ class Transcript:
     text: str
     seconds: float  # of audio
     tokens: int  # generated, every part's stop token included
-    truncated: bool  # a part spent its budget before the model ended it
     segments: tuple[TranscriptSegment, ...]  # one a part, in order
+    cut_parts: tuple[int, ...] = ()  # the parts (from 1) that spent their token budget before the model ended them
+
+    @property
+    def truncated(self) -> bool:
+        return bool(self.cut_parts)
 
     @property
     def parts(self) -> int:
@@ -89,9 +93,12 @@ def visible_text(decoded: str, forced: bool) -> str:
 
 
 class RecognitionService:
-    def __init__(self, engine: RecognitionEngine, request_timeout: float | None = None):
+    def __init__(
+        self, engine: RecognitionEngine, request_timeout: float | None = None, max_new_tokens: int | None = None
+    ):
         self.engine = engine
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
+        self.max_new_tokens = max_new_tokens  # each part's budget unless a request sets one (default: by its length)
         self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
     async def transcribe(self, request: TranscriptionRequest) -> Transcript:
@@ -117,7 +124,7 @@ class RecognitionService:
         try:
             outputs: list[tuple[str, str]] = []
             segments: list[TranscriptSegment] = []
-            truncated = False
+            cut_parts: list[int] = []
             for index, (stream, (part, offset)) in enumerate(zip(streams, parts, strict=True)):
                 ids: list[int] = []
                 decoder = transcriber.model.tokenizer.stream_decoder(skip_special=True)
@@ -129,7 +136,10 @@ class RecognitionService:
                     if len(seen) > len(shown) and seen.startswith(shown):
                         yield TextDelta(seen[len(shown) :])
                         shown = seen
-                    truncated |= token.finish_reason == "length"
+                    if token.finish_reason == "length":
+                        cut_parts.append(index + 1)
+                        log.warning("part %d of %d spent its %d-token budget: its text may be cut", index + 1,
+                                    len(parts), len(ids))  # fmt: skip
                 outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
                 part_language, text = outputs[-1]
                 if text.startswith(shown) and len(text) > len(shown):  # what the official reading adds: a part
@@ -150,8 +160,8 @@ class RecognitionService:
                 text=text,
                 seconds=len(wave) / SAMPLE_RATE,
                 tokens=sum(len(segment.tokens) for segment in segments),
-                truncated=truncated,
                 segments=tuple(segments),
+                cut_parts=tuple(cut_parts),
             )
         finally:
             for stream in streams:
@@ -177,7 +187,13 @@ class RecognitionService:
     ) -> list[TokenStream]:
         """Every part queued at once, in order, under one clock: a full queue refuses the request whole."""
         jobs = [
-            TranscriptionJob(part, language, request.prompt, request.max_new_tokens, interactive=request.interactive)
+            TranscriptionJob(
+                part,
+                language,
+                request.prompt,
+                request.max_new_tokens or self.max_new_tokens,
+                interactive=request.interactive,
+            )
             for part, _ in parts
         ]
         return cast(list[TokenStream], self.engine.submit_in_order(jobs, RequestClock(self.request_timeout)))

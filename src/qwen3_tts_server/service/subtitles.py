@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 from ..model.asr.transcriber import TimedWord
 from ..model.asr.word_split import is_kept
+from .recognition import Transcript
 
 SENTENCE_ENDS = ".!?。！？…"
 CLAUSE_ENDS = ",;:，、；："
@@ -150,6 +151,11 @@ def estimated_words(text: str, start: float, end: float) -> list[TimedWord]:
         position += len(piece)
         words.append(TimedWord(piece, round(begin, 3), round(start + (end - start) * position / total, 3)))
     return words
+
+
+def length_timed_words(transcript: Transcript) -> list[TimedWord]:
+    """Every part's words timed by `estimated_words`, in order."""
+    return [word for part in transcript.segments for word in estimated_words(part.text, part.start, part.end)]
 
 
 def _units(chunk: str) -> list[str]:
