@@ -74,7 +74,7 @@ def main() -> None:
     parser.add_argument("--seconds", type=float, default=30.0)
     parser.add_argument("--tokens", type=int, default=100)
     parser.add_argument("--concurrency", type=int, nargs="+", default=[1, 8])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))  # none: official only
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "asr_speed_vs_official.json")
     args = parser.parse_args()
     clips = bench_clips(max(args.concurrency), args.seconds)
