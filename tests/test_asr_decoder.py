@@ -63,3 +63,62 @@ def test_a_prompt_must_hold_one_placeholder_per_audio_row(parts):
     ids = torch.tensor([1, asr_token_id("<|audio_pad|>"), 2])
     with pytest.raises(ValueError, match="1 audio placeholders for 2 audio rows"):
         decoder.embed_prompt(ids, torch.zeros(2, 64), asr_token_id("<|audio_pad|>"))
+
+
+def case_prompt(parts, case: str) -> torch.Tensor:
+    encoder, decoder = parts
+    prompt = ORACLE["transcribe"]["asr"][case]["input_ids"][0]
+    prompt = torch.tensor(prompt[next(i for i, token in enumerate(prompt) if token != PAD) :])
+    with torch.inference_mode():
+        audio = encoder(torch.from_numpy(FEATURES[TRANSCRIBE_CASES[case][0]["audio"]].copy()))
+        return decoder.embed_prompt(prompt, audio, asr_token_id("<|audio_pad|>"))
+
+
+def decode(rows: GreedyRows, joins: list[tuple[float, int | None]], prompt: torch.Tensor, budget: int) -> list:
+    """Rows joined at once (temperature, seed each), decoded to the end: each row's (token, logprob) pairs."""
+    got = {}
+    for temperature, seed in joins:
+        row, first = rows.join(prompt, budget, temperature, seed)
+        got[row] = [(first.token, first.logprob)]
+    while rows.rows:
+        for emitted in rows.step():
+            got[emitted.row].append((emitted.token, emitted.logprob))
+    return [got[row] for row in sorted(got)]
+
+
+def test_sampled_rows_follow_their_seed_whatever_their_neighbours_and_every_token_has_its_log_probability(parts):
+    _, decoder = parts
+    prompt = case_prompt(parts, ROWS[0][0])
+
+    def head(hidden: torch.Tensor) -> torch.Tensor:
+        return hidden @ decoder.embed_tokens.weight.T
+
+    def rows(slots: int) -> GreedyRows:
+        return GreedyRows(decoder, head, frozenset({END, PAD}), slots)
+
+    greedy, sampled, again = decode(rows(3), [(0.0, None), (0.9, 5), (0.9, 5)], prompt, 12)
+    (alone,) = decode(rows(1), [(0.9, 5)], prompt, 12)
+    (other_seed,) = decode(rows(1), [(0.9, 6)], prompt, 12)
+    official = ORACLE["transcribe"]["asr"][ROWS[0][0]]["generated_ids"][0]
+    assert [token for token, _ in greedy] == official[: len(greedy)]
+    tokens = [token for token, _ in sampled]
+    assert tokens == [token for token, _ in again] == [token for token, _ in alone] != [t for t, _ in other_seed]
+    assert tokens != [token for token, _ in greedy]
+    for row in (greedy, sampled):  # each log probability is the model's for that token after the ones before it
+        ids = [token for token, _ in row]
+        with torch.inference_mode():
+            given = decoder.embed_tokens(torch.tensor(ids[:-1])).to(prompt.dtype)
+            sequence = torch.cat([prompt, given])
+            cache = decoder.new_cache(1, len(sequence), prompt.dtype, prompt.device)
+            hidden = decoder.prefill(sequence[None], cache, slice(0, 1))[0, len(prompt) - 1 :]
+            expected = torch.log_softmax(head(hidden), dim=-1).gather(1, torch.tensor(ids)[:, None])[:, 0]
+        assert [logprob for _, logprob in row] == pytest.approx(expected.tolist(), abs=1e-4)
+        assert all(logprob <= 0 for _, logprob in row)
+
+
+def test_a_negative_temperature_is_refused(parts):
+    _, decoder = parts
+    rows = GreedyRows(decoder, lambda hidden: hidden @ decoder.embed_tokens.weight.T, frozenset({END}), 1)
+    with pytest.raises(ValueError, match="temperature"):
+        rows.join(case_prompt(parts, ROWS[0][0]), 4, -0.5)
+    assert rows.free_slots == 1

@@ -13,7 +13,7 @@ import torch
 from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.recognition import RecognitionEngine
-from qwen3_tts_server.engine.registry import ModelRegistry, checkpoint_footprint
+from qwen3_tts_server.engine.registry import HostedAligner, ModelRegistry, checkpoint_footprint
 from qwen3_tts_server.errors import ConfigurationError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
@@ -99,7 +99,8 @@ def test_a_forced_aligner_is_loaded_with_the_transcriber_and_counted_in_its_foot
     timed.prepare()
     (plain,), (recognizer,) = alone.recognizers, timed.recognizers
     aligner_bytes = sum(weight_bytes(f, torch.float32) for f in weight_files(both_families["aligner"]))
-    assert [hosted.id for hosted in timed.every] == ["speech", "asr"] and recognizer.aligner_id == "aligner"
+    assert [hosted.id for hosted in timed.every] == ["speech", "asr"]
+    assert recognizer.aligner == HostedAligner("aligner", both_families["aligner"])
     assert recognizer.footprint.own == plain.footprint.own + aligner_bytes
     assert recognizer.manager.get().aligner is not None and plain.aligner is None
 

@@ -19,6 +19,7 @@ from qwen3_tts_server.model.asr import long_audio
 from qwen3_tts_server.model.asr import transcriber as transcriber_module
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
+from qwen3_tts_server.model.asr.transcript import ASR_TEXT
 from qwen3_tts_server.service import recognition
 from qwen3_tts_server.service.recognition import (
     RecognitionService,
@@ -160,3 +161,26 @@ def test_a_client_that_leaves_cancels_every_part(transcriber, monkeypatch):
 
     busy, idle = run(transcriber, scenario)
     assert busy >= 4 and idle
+
+
+@pytest.mark.parametrize("language", [None, "en"])
+def test_logprobs_are_the_transcript_tokens_given_with_the_deltas_they_make(transcriber, language):
+    audio = wav_bytes(voiced_glide(1.5, 22050, pitch=130.0), 22050)
+    request = TranscriptionRequest(audio, language, max_new_tokens=BUDGET, logprobs=True)
+    *streamed, transcript = run(transcriber, lambda service, _: events(service, request))
+    deltas = [event for event in streamed if isinstance(event, TextDelta)]
+    (segment,) = [event for event in streamed if isinstance(event, TranscriptSegment)]
+    assert tuple(item for delta in deltas for item in delta.logprobs) == transcript.logprobs
+    tokenizer = transcriber.model.tokenizer
+    ids = list(segment.tokens)
+    tagged = [count for count in range(len(ids) + 1) if ASR_TEXT in tokenizer.decode(ids[:count])]
+    header = tagged[0] if tagged and not language else 0  # the tokens up to the header's <asr_text> tag, if any
+    stop = transcriber.model.tokens.stop
+    text_ids = [token for token in ids[header:] if token not in stop]
+    assert len(transcript.logprobs) == len(text_ids) > 0
+    assert "".join(item.token for item in transcript.logprobs) == tokenizer.decode(text_ids, skip_special=True)
+    assert all(item.logprob <= 0 and bytes(item.bytes) == item.token.encode() for item in transcript.logprobs)
+    plain = run(
+        transcriber, lambda service, _: service.transcribe(TranscriptionRequest(audio, language, max_new_tokens=BUDGET))
+    )
+    assert plain.logprobs == () and plain.text == transcript.text

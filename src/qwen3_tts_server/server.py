@@ -16,6 +16,7 @@ import socket
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import uvicorn
@@ -62,7 +63,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     name; two entries naming one checkpoint host it once."""
     from .engine.model_manager import ModelManager
     from .engine.recognition import load_transcriber, warm_up_transcriber
-    from .engine.registry import HostedModel, ModelRegistry
+    from .engine.registry import HostedAligner, HostedModel, ModelRegistry
     from .errors import ConfigurationError
     from .model.asr.loading import describe_asr_checkpoint, is_asr_config
     from .model.checkpoint import read_json, resolve_checkpoint
@@ -73,17 +74,21 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
 
     hosted: list[HostedModel] = []
     recognizers: list[HostedModel] = []
-    sources = [(source, resolve_checkpoint(source, required=("config.json",))) for source in settings.hosted_models()]
-    aligners = [
-        (source, directory)
-        for source, directory in sources
-        if is_asr_config(read_json(directory / "config.json")) and describe_asr_checkpoint(directory).kind != "asr"
-    ]
+
+    def kind_of(directory: Path) -> str:
+        """tts, asr or forced_aligner, by the checkpoint's config."""
+        return describe_asr_checkpoint(directory).kind if is_asr_config(read_json(directory / "config.json")) else "tts"
+
+    sources = []
+    for source in settings.hosted_models():
+        directory = resolve_checkpoint(source, required=("config.json",))
+        sources.append((source, directory, kind_of(directory)))
+    aligners = [(source, directory) for source, directory, kind in sources if kind == "forced_aligner"]
     if len({directory.resolve() for _, directory in aligners}) > 1:
         raise ConfigurationError(f"MODELS names {len(aligners)} ForcedAligner checkpoints; one times every transcript")
-    aligner_source, aligner = aligners[0] if aligners else (None, None)
-    for source, directory in sources:
-        if (source, directory) in aligners:
+    aligner = HostedAligner(model_id_of(aligners[0][0]), aligners[0][1]) if aligners else None
+    for source, directory, kind in sources:
+        if kind == "forced_aligner":
             continue
         every = hosted + recognizers
         same = next((other for other in every if other.directory and other.directory.samefile(directory)), None)
@@ -96,10 +101,13 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             model_id = f"{model_id_of(source)}-{copies}"
         make_room = partial(lambda model_id: registry.make_room(model_id), model_id)
         others_loaded = partial(lambda model_id: registry.others_loaded(model_id), model_id)
-        if is_asr_config(read_json(directory / "config.json")):
-            description = describe_asr_checkpoint(directory)
+        if kind == "asr":
+            aligner_directory = aligner.directory if aligner else None
+            load = partial(
+                load_transcriber, directory, device, dtype, settings.quantize, aligner_directory, settings.korean_words
+            )
             recognizer = ModelManager(
-                partial(load_transcriber, directory, device, dtype, settings.quantize, aligner, settings.korean_words),
+                load,
                 warmup=warm_up_transcriber,
                 describe=partial(describe_asr_checkpoint, directory),
                 config_of=lambda transcriber: transcriber.model.description,
@@ -114,9 +122,8 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
                     recognizer,
                     directory,
                     parse_dtype(str(dtype)),
-                    kind=description.kind,
+                    kind=kind,
                     aligner=aligner,
-                    aligner_id=model_id_of(aligner_source) if aligner_source else None,
                 )
             )
             continue
@@ -133,7 +140,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
     if aligners and not recognizers:
         raise ConfigurationError(
-            f"MODELS names the ForcedAligner {aligner_source} but no Qwen3-ASR transcriber: the aligner times the "
+            f"MODELS names the ForcedAligner {aligners[0][0]} but no Qwen3-ASR transcriber: the aligner times the "
             "words of transcripts, so host one beside it (Qwen/Qwen3-ASR-0.6B)"
         )
     budget = settings.memory_budget_bytes()

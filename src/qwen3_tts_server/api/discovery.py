@@ -104,7 +104,7 @@ def recognizer_entry(hosted: HostedModel) -> dict:
     entry = {"id": hosted.id, "object": "model", "created": 0, "owned_by": "qwen3-tts-server", "kind": hosted.kind}
     if description is not None:
         entry |= {"languages": list(description.languages)}
-    return entry | {"aligner": hosted.aligner_id, "state": hosted.manager.state.value}
+    return entry | {"aligner": hosted.aligner.id if hosted.aligner else None, "state": hosted.manager.state.value}
 
 
 def hosted_model_health(hosted: HostedModel) -> dict:

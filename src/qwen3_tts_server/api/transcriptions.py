@@ -21,7 +21,14 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from ..engine.registry import HostedModel
 from ..errors import InvalidInputError, TTSError, error_body, error_response_body
 from ..model.asr.transcriber import TimedWord
-from ..service.recognition import NO_ALIGNER, TextDelta, Transcript, TranscriptionRequest, TranscriptSegment
+from ..service.recognition import (
+    NO_ALIGNER,
+    TextDelta,
+    TokenLogprob,
+    Transcript,
+    TranscriptionRequest,
+    TranscriptSegment,
+)
 from ..service.routing import route_recognizer
 from ..service.subtitles import CueRules, length_timed_words, subtitle_cues, to_srt, to_webvtt
 from .dependencies import ServicesDep
@@ -60,11 +67,16 @@ async def create_transcription(
         _need_aligner(hosted, "return_timestamps")
     timestamps = "word" in granularities or response_format in ("srt", "vtt") or return_timestamps
     audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
-    request = TranscriptionRequest(audio, language, prompt, timestamps=timestamps)
+    wants_logprobs = "logprobs" in (include or [])
+    request = TranscriptionRequest(
+        audio, language, prompt, timestamps=timestamps, temperature=temperature, logprobs=wants_logprobs
+    )
     events = services.recognition[hosted.id].stream(request)
     first = await anext(events)  # bad audio or settings are refused here, with their status
     if stream:
-        return StreamingResponse(_sse(first, events), media_type="text/event-stream", headers=STREAM_HEADERS)
+        return StreamingResponse(
+            _sse(first, events, wants_logprobs), media_type="text/event-stream", headers=STREAM_HEADERS
+        )
     transcript = first
     try:
         async for event in events:
@@ -85,6 +97,8 @@ async def create_transcription(
         body = {"text": transcript.text, "language": transcript.language, "usage": usage_of(transcript)}
         if return_timestamps:
             body["timestamps"] = _official_items(transcript.words)
+    if wants_logprobs:
+        body["logprobs"] = logprobs_of(transcript.logprobs)
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json", headers=headers)
 
 
@@ -150,7 +164,7 @@ def cue_rules(services: ServicesDep, line_characters: int = CueRules.line_charac
 
 
 def _need_aligner(hosted: HostedModel, param: str, what: str | None = None, hint: str = "") -> None:
-    if hosted.aligner_id is None:
+    if hosted.aligner is None:
         raise InvalidInputError(f"{what or param}: {NO_ALIGNER}{hint}", param=param)
 
 
@@ -203,12 +217,11 @@ def check_options(
         raise InvalidInputError("timestamp_granularities needs response_format verbose_json", param="response_format")
     if not 0.0 <= temperature <= 1.0:
         raise InvalidInputError("temperature is between 0 and 1", param="temperature")
-    if temperature > 0.0:
-        raise InvalidInputError(
-            "temperature above 0 (sampling) is not supported yet: transcription is greedy", param="temperature"
-        )
-    if include:
-        raise InvalidInputError(f"include {', '.join(include)} is not supported yet", param="include")
+    unknown = [value for value in include if value != "logprobs"]
+    if unknown:
+        raise InvalidInputError(f"include takes logprobs, not {', '.join(map(repr, unknown))}", param="include")
+    if include and response_format not in ("json", "verbose_json"):
+        raise InvalidInputError("include logprobs needs response_format json or verbose_json", param="include")
     if stream and response_format not in ("json", "text"):
         raise InvalidInputError("stream takes response_format json or text", param="stream")
 
@@ -261,13 +274,19 @@ async def _every(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIter
         yield event
 
 
-async def _sse(first: Event, events: AsyncGenerator[Event, None]) -> AsyncIterator[bytes]:
+def logprobs_of(logprobs: tuple[TokenLogprob, ...]) -> list[dict]:
+    return [{"token": item.token, "logprob": item.logprob, "bytes": list(item.bytes)} for item in logprobs]
+
+
+async def _sse(first: Event, events: AsyncGenerator[Event, None], logprobs: bool) -> AsyncIterator[bytes]:
     try:
         async for event in _every(first, events):
             if isinstance(event, TextDelta):
-                yield _event({"type": "transcript.text.delta", "delta": event.text})
+                delta = {"type": "transcript.text.delta", "delta": event.text}
+                yield _event(delta | {"logprobs": logprobs_of(event.logprobs)} if logprobs else delta)
             elif isinstance(event, Transcript):
-                yield _event({"type": "transcript.text.done", "text": event.text, "usage": usage_of(event)})
+                done = {"type": "transcript.text.done", "text": event.text, "usage": usage_of(event)}
+                yield _event(done | {"logprobs": logprobs_of(event.logprobs)} if logprobs else done)
     except TTSError as exc:  # after the status was sent: the error is the stream's last event
         yield _event({"type": "error", "error": error_body(exc)})
     finally:

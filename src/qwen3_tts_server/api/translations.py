@@ -43,7 +43,8 @@ async def create_translation(
     target = resolve_language(language) or "English"
     hosted = route_recognizer(services.registry, model)
     audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
-    transcript = await services.recognition[hosted.id].transcribe(TranscriptionRequest(audio, None, prompt))
+    request = TranscriptionRequest(audio, None, prompt, temperature=temperature)
+    transcript = await services.recognition[hosted.id].transcribe(request)
     text = await services.translator.translate(transcript.text, target, prompt)
     if response_format == "text":
         return PlainTextResponse(text + "\n", headers=cut_header(transcript))

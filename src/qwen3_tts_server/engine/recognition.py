@@ -42,6 +42,8 @@ class TranscriptionJob:
     language: str | None = None  # an official name (forced), or None (identified by the model)
     context: str = ""
     max_new_tokens: int | None = None  # default: the part's budget by its length (`part_budget`)
+    temperature: float = 0.0  # 0: greedy, the official package's decoding
+    seed: int | None = None  # a sampled part's (default: a random one)
     interactive: bool = False  # live sessions are admitted before uploads
     continuation: bool = False  # a later part of a request under way: never refused, admitted first
     timeout: float | None = None  # seconds from submission, when submitted without a RequestClock
@@ -62,6 +64,7 @@ class DecodedToken:
 
     token: int
     index: int
+    logprob: float  # under the model's distribution
     queue_seconds: float  # from submission to admission
     elapsed_seconds: float  # from submission to this token
     finish_reason: str | None = None
@@ -165,7 +168,7 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
     def _prefill(self, model: Transcriber, handle: _Handle) -> None:
         job = handle.job
         prompt = model.embedded_prompt(job.wave, job.context, job.language)
-        row, first = self.rows.join(prompt, job.budget)
+        row, first = self.rows.join(prompt, job.budget, job.temperature, job.seed)
         handle.row, handle.admitted = row, time.monotonic()
         self._active[row] = handle
         self._deliver([first])
@@ -193,6 +196,7 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
                 DecodedToken(
                     token=token.token,
                     index=handle.tokens,
+                    logprob=token.logprob,
                     queue_seconds=handle.admitted - handle.submitted,
                     elapsed_seconds=now - handle.submitted,
                     finish_reason=finish,

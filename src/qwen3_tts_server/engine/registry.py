@@ -55,6 +55,14 @@ def checkpoint_footprint(directory: Path, config: TTSConfig, dtype: torch.dtype)
     return Footprint(weight_bytes(directory / "model.safetensors", dtype), file_digest(codec_file), sizes)
 
 
+@dataclass(frozen=True)
+class HostedAligner:
+    """The ForcedAligner checkpoint loaded with each transcriber: its id (hub id or directory name) and files."""
+
+    id: str
+    directory: Path
+
+
 @dataclass(eq=False)
 class HostedModel:
     """One hosted checkpoint: `id` is its hub id or directory name; `directory`, `fingerprint` and `footprint` are
@@ -67,8 +75,7 @@ class HostedModel:
     dtype: torch.dtype = torch.float32
     attached: RowEngine | None = field(default=None, repr=False)  # its Engine or RecognitionEngine, from the app
     kind: str = "tts"  # "tts", or a recogniser's "asr" (`ModelRegistry.recognizers`)
-    aligner: Path | None = None  # a recogniser's ForcedAligner checkpoint, loaded with it for word timestamps
-    aligner_id: str | None = None  # the aligner's id: its hub id or directory name
+    aligner: HostedAligner | None = None  # a recogniser's, loaded with it for word timestamps
     fingerprint: str | None = None
     footprint: Footprint | None = None
 
@@ -212,7 +219,7 @@ class ModelRegistry:
                 files = weight_files(hosted.directory)
                 hosted.fingerprint = asr_fingerprint(hosted.directory, files)
                 if hosted.aligner is not None:  # its weights count with the transcriber's
-                    files += weight_files(hosted.aligner)
+                    files += weight_files(hosted.aligner.directory)
                 hosted.footprint = Footprint(sum(weight_bytes(file, hosted.dtype) for file in files), "", {})
         self._check_budget()
 

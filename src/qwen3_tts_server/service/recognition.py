@@ -21,13 +21,14 @@ from typing import cast
 import numpy as np
 
 from ..engine.jobs import RequestClock
-from ..engine.recognition import RecognitionEngine, TokenStream, TranscriptionJob
+from ..engine.recognition import DecodedToken, RecognitionEngine, TokenStream, TranscriptionJob
 from ..errors import InvalidInputError
 from ..model.asr.languages import resolve_language
 from ..model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import TimedWord, Transcriber, heard_wave
 from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
+from ..model.text_tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
 NO_ALIGNER = (
@@ -43,11 +44,25 @@ class TranscriptionRequest:
     interactive: bool = False  # a live caller: admitted before uploads
     max_new_tokens: int | None = None  # each part's budget (default: by its length)
     timestamps: bool = False  # word timestamps from the transcriber's ForcedAligner
+    temperature: float = 0.0  # 0: greedy (the official decoding); above, sampled
+    seed: int | None = None  # a sampled request's (each part's: this plus its index); default a random one
+    logprobs: bool = False  # each transcript token's log probability
+
+
+@dataclass(frozen=True)
+class TokenLogprob:
+    """A transcript token: its text (empty for a token that only begins a character, whose text the next token
+    completes), the UTF-8 bytes of that text, and its log probability."""
+
+    token: str
+    logprob: float
+    bytes: tuple[int, ...]
 
 
 @dataclass(frozen=True)
 class TextDelta:
     text: str
+    logprobs: tuple[TokenLogprob, ...] = ()  # of the tokens that made it, when asked for
 
 
 @dataclass(frozen=True)
@@ -70,6 +85,7 @@ class Transcript:
     tokens: int  # generated, every part's stop token included
     segments: tuple[TranscriptSegment, ...]  # one a part, in order
     cut_parts: tuple[int, ...] = ()  # the parts (from 1) that spent their token budget before the model ended them
+    logprobs: tuple[TokenLogprob, ...] = ()  # every transcript token's, when asked for
 
     @property
     def truncated(self) -> bool:
@@ -90,6 +106,45 @@ def visible_text(decoded: str, forced: bool) -> str:
     if not forced:
         decoded = decoded.split(ASR_TEXT, 1)[1] if ASR_TEXT in decoded else ""
     return decoded.lstrip()
+
+
+class _PartReader:
+    """A part's tokens read as they come: deltas of its transcript's text, each with the log probabilities of the
+    tokens that made it (when asked for: the transcript's tokens only, not the header or the stop token; an output
+    without the header's tag is all text, as the official reading takes it)."""
+
+    def __init__(self, tokenizer: TextTokenizer, forced: bool, logprobs: bool):
+        self.decoder = tokenizer.stream_decoder(skip_special=True)
+        self.forced, self.wants_logprobs = forced, logprobs
+        self.ids: list[int] = []
+        self.logprobs: list[TokenLogprob] = []
+        self._before_tag: list[TokenLogprob] = []  # the header's, unless no tag ever ends it
+        self.decoded = self.shown = ""
+        self._unsent = 0  # logprobs not yet given with a delta
+
+    def add(self, token: DecodedToken) -> TextDelta | None:
+        self.ids.append(token.token)
+        piece = self.decoder.step(token.token)
+        in_text = self.forced or ASR_TEXT in self.decoded
+        self.decoded += piece
+        if self.wants_logprobs and token.finish_reason != "stop":
+            item = TokenLogprob(piece, token.logprob, tuple(piece.encode()))
+            (self.logprobs if in_text else self._before_tag).append(item)
+        seen = visible_text(self.decoded, self.forced)
+        if len(seen) > len(self.shown) and seen.startswith(self.shown):
+            return self._delta(seen)
+        return None
+
+    def finish(self, text: str) -> TextDelta | None:
+        """What the official reading of the whole part adds (a part without its header tag is all text)."""
+        if not self.forced and ASR_TEXT not in self.decoded:
+            self.logprobs = self._before_tag
+        return self._delta(text) if text.startswith(self.shown) and len(text) > len(self.shown) else None
+
+    def _delta(self, seen: str) -> TextDelta:
+        delta = TextDelta(seen[len(self.shown) :], tuple(self.logprobs[self._unsent :]))
+        self.shown, self._unsent = seen, len(self.logprobs)
+        return delta
 
 
 class RecognitionService:
@@ -125,25 +180,22 @@ class RecognitionService:
             outputs: list[tuple[str, str]] = []
             segments: list[TranscriptSegment] = []
             cut_parts: list[int] = []
+            logprobs: list[TokenLogprob] = []
             for index, (stream, (part, offset)) in enumerate(zip(streams, parts, strict=True)):
-                ids: list[int] = []
-                decoder = transcriber.model.tokenizer.stream_decoder(skip_special=True)
-                decoded = shown = ""
+                reader = _PartReader(transcriber.model.tokenizer, bool(language), request.logprobs)
                 async for token in stream:
-                    ids.append(token.token)
-                    decoded += decoder.step(token.token)
-                    seen = visible_text(decoded, bool(language))
-                    if len(seen) > len(shown) and seen.startswith(shown):
-                        yield TextDelta(seen[len(shown) :])
-                        shown = seen
+                    if delta := reader.add(token):
+                        yield delta
                     if token.finish_reason == "length":
                         cut_parts.append(index + 1)
                         log.warning("part %d of %d spent its %d-token budget: its text may be cut", index + 1,
-                                    len(parts), len(ids))  # fmt: skip
+                                    len(parts), len(reader.ids))  # fmt: skip
+                ids = reader.ids
                 outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
                 part_language, text = outputs[-1]
-                if text.startswith(shown) and len(text) > len(shown):  # what the official reading adds: a part
-                    yield TextDelta(text[len(shown) :])  # without its header tag is all text
+                if delta := reader.finish(text):
+                    yield delta
+                logprobs += reader.logprobs
                 end = min(offset + len(part) / SAMPLE_RATE, len(wave) / SAMPLE_RATE)  # a short last part is padded
                 words = (
                     await self._align(transcriber, part, text, part_language, offset, end) if request.timestamps else ()
@@ -162,6 +214,7 @@ class RecognitionService:
                 tokens=sum(len(segment.tokens) for segment in segments),
                 segments=tuple(segments),
                 cut_parts=tuple(cut_parts),
+                logprobs=tuple(logprobs),
             )
         finally:
             for stream in streams:
@@ -192,8 +245,10 @@ class RecognitionService:
                 language,
                 request.prompt,
                 request.max_new_tokens or self.max_new_tokens,
+                request.temperature,
+                None if request.seed is None else request.seed + index,
                 interactive=request.interactive,
             )
-            for part, _ in parts
+            for index, (part, _) in enumerate(parts)
         ]
         return cast(list[TokenStream], self.engine.submit_in_order(jobs, RequestClock(self.request_timeout)))

@@ -1,8 +1,9 @@
-"""Greedy decoding of many transcriptions side by side, a token a step: a row joins with its prompt's prefill (which
-gives its first token), every step adds one token to each running row, and a row leaves when it gives a stop token
-or its budget is spent. Rows join and leave at any step; each keeps its own slot of one KV cache, its own length
-and position, so a row's tokens are the ones it gets decoded alone (docs/asr_reference.md, section g: greedy, no
-sampling settings, the stop tokens kept)."""
+"""Decoding of many transcriptions side by side, a token a step: a row joins with its prompt's prefill (which gives
+its first token), every step adds one token to each running row, and a row leaves when it gives a stop token or its
+budget is spent. Rows join and leave at any step; each keeps its own slot of one KV cache, its own length and
+position, so a row's tokens are the ones it gets decoded alone (docs/asr_reference.md, section g: greedy, no
+sampling settings, the stop tokens kept). A row may instead sample at a temperature, from its own seeded generator;
+every token comes with its log probability under the model's distribution."""
 
 from __future__ import annotations
 
@@ -21,6 +22,8 @@ class DecodingRow:
     slot: int
     budget: int
     tokens: list[int] = field(default_factory=list)
+    temperature: float = 0.0  # 0: greedy
+    generator: torch.Generator | None = None  # a sampling row's
     finished: bool = False
     stopped: bool = False  # finished on a stop token (not by its budget)
 
@@ -32,11 +35,11 @@ class Emitted:
     row: int
     token: int
     finished: bool
+    logprob: float  # the token's log probability (the model's distribution, before any temperature)
 
 
 class GreedyRows:
-    """Rows of greedy decoding over one `AsrDecoder` and output `head` (hidden -> logits), at most `slots` at a
-    time."""
+    """Rows of decoding over one `AsrDecoder` and output `head` (hidden -> logits), at most `slots` at a time."""
 
     def __init__(self, decoder: AsrDecoder, head: nn.Module, stop: frozenset[int], slots: int):
         self.decoder, self.head, self.stop = decoder, head, stop
@@ -50,31 +53,48 @@ class GreedyRows:
     def free_slots(self) -> int:
         return len(self._free)
 
-    def _argmax(self, hidden: torch.Tensor) -> list[int]:
-        return self.head(hidden).argmax(dim=-1).tolist()
+    def _choose(self, hidden: torch.Tensor, rows: list[DecodingRow]) -> list[tuple[int, float]]:
+        """Each row's next token (its argmax, or a sample at its temperature) and its log probability."""
+        logits = self.head(hidden)
+        tokens = logits.argmax(dim=-1)  # on the logits themselves: the official package's choice, ties included
+        logprobs = torch.log_softmax(logits.float(), dim=-1)
+        for index, row in enumerate(rows):
+            if row.temperature > 0:
+                probabilities = torch.softmax(logprobs[index] / row.temperature, dim=-1)
+                tokens[index] = torch.multinomial(probabilities, 1, generator=row.generator)[0]
+        chosen = logprobs.gather(1, tokens[:, None])[:, 0]
+        return list(zip(tokens.tolist(), chosen.tolist(), strict=True))
 
     @torch.inference_mode()
-    def join(self, prompt: torch.Tensor, budget: int) -> tuple[int, Emitted]:
-        """A row for an embedded prompt [tokens, hidden] that may add up to `budget` tokens: its id, and its first
-        token (from the prompt's prefill)."""
+    def join(
+        self, prompt: torch.Tensor, budget: int, temperature: float = 0.0, seed: int | None = None
+    ) -> tuple[int, Emitted]:
+        """A row for an embedded prompt [tokens, hidden] that may add up to `budget` tokens, greedy or sampled at
+        `temperature` (from `seed`, else a random one): its id, and its first token (from the prompt's prefill)."""
         if budget < 1:
             raise ValueError("a row's budget is at least one token")
+        if temperature < 0:
+            raise ValueError("a row's temperature is 0 (greedy) or more")
         if not self._free:
             raise RuntimeError("every decoding slot is taken")
         slot = self._free.pop()
         row_id, self._next_id = self._next_id, self._next_id + 1
-        row = DecodingRow(slot=slot, budget=budget)
+        generator = None
+        if temperature > 0:
+            generator = torch.Generator(self.device)
+            generator.manual_seed(seed) if seed is not None else generator.seed()
+        row = DecodingRow(slot=slot, budget=budget, temperature=temperature, generator=generator)
         self.rows[row_id] = row
         hidden = self.decoder.prefill(prompt[None].to(self.dtype), self.cache, slice(slot, slot + 1))[:, -1]
-        return row_id, self._record(row_id, row, self._argmax(hidden)[0])
+        return row_id, self._record(row_id, row, *self._choose(hidden, [row])[0])
 
-    def _record(self, row_id: int, row: DecodingRow, token: int) -> Emitted:
+    def _record(self, row_id: int, row: DecodingRow, token: int, logprob: float) -> Emitted:
         row.tokens.append(token)
         row.stopped = token in self.stop
         row.finished = row.stopped or len(row.tokens) >= row.budget
         if row.finished:
             self.leave(row_id)
-        return Emitted(row_id, token, row.finished)
+        return Emitted(row_id, token, row.finished, logprob)
 
     def leave(self, row_id: int) -> None:
         """Free a row's slot (a finished row leaves by itself; a cancelled one is left here)."""
@@ -103,8 +123,9 @@ class GreedyRows:
         running = torch.tensor([slot in by_slot for slot in range(count)], dtype=torch.long, device=self.device)
         self.cache.advance(slice(0, count), running, list(by_slot))
         slots = sorted(by_slot)
-        tokens = self._argmax(hidden if len(slots) == count else hidden[slots])
+        rows = [self.rows[by_slot[slot]] for slot in slots]
+        chosen = self._choose(hidden if len(slots) == count else hidden[slots], rows)
         return [
-            self._record(by_slot[slot], self.rows[by_slot[slot]], token)
-            for slot, token in zip(slots, tokens, strict=True)
+            self._record(by_slot[slot], row, token, logprob)
+            for slot, row, (token, logprob) in zip(slots, rows, chosen, strict=True)
         ]
