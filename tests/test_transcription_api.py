@@ -207,6 +207,16 @@ def test_streamed_logprobs_come_with_their_deltas(server, transcriber, clip):
     assert all(delta["logprobs"] for delta in deltas)  # each delta's text was made by some token
 
 
+@pytest.mark.parametrize(
+    ("path", "fields"), [("/v1/audio/subtitles", {"mode": "fast"}), ("/v1/audio/transcriptions/stream", {})]
+)
+def test_every_route_that_transcribes_takes_a_recording_of_up_to_25_mib(server, path, fields):
+    """Past the 10 MiB of a voice sample (the body limit of other uploads), the recording itself is read."""
+    with server.client(timeout=300) as http:
+        answer = http.post(path, data=fields, files={"file": ("big.wav", b"not audio" * (12 * 2**20 // 9))})
+    assert answer.status_code == 415 and "is not audio" in answer.json()["error"]["message"], answer.text
+
+
 def test_silence_is_transcribed_not_refused(server):
     buffer = io.BytesIO()
     sf.write(buffer, np.zeros(16000, np.float32), 16000, format="WAV")

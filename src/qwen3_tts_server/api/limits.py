@@ -26,8 +26,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Settings
 from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_response_body
 from ..http_contract import BodyDeadline
+from ..service.recognition import MAX_TRANSCRIPTION_BYTES
 from .context import request_context
-from .schemas import MAX_TRANSCRIPTION_BYTES, MAX_UPLOAD_BYTES, TRANSCRIPTION_PATHS
+from .schemas import MAX_UPLOAD_BYTES, TRANSCRIPTION_PATHS
 
 # A speech body holds at most 4096 characters of input and of instructions: even with every character
 # written as a \u escape that is under 100 KiB, so 1 MiB leaves room for any legitimate JSON body.

@@ -22,6 +22,7 @@ from ..engine.registry import HostedModel
 from ..errors import InvalidInputError, TTSError, error_body, error_response_body
 from ..model.asr.transcriber import TimedWord
 from ..service.recognition import (
+    MAX_TRANSCRIPTION_BYTES,
     NO_ALIGNER,
     TextDelta,
     TokenLogprob,
@@ -32,7 +33,6 @@ from ..service.recognition import (
 from ..service.routing import route_recognizer
 from ..service.subtitles import CueRules, length_timed_words, subtitle_cues, to_srt, to_webvtt
 from .dependencies import ServicesDep
-from .schemas import MAX_TRANSCRIPTION_BYTES
 from .uploads import read_upload
 
 router = APIRouter()

@@ -13,10 +13,9 @@ from fastapi.responses import PlainTextResponse, Response
 
 from ..errors import InvalidInputError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.recognition import TranscriptionRequest
+from ..service.recognition import MAX_TRANSCRIPTION_BYTES, TranscriptionRequest
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
-from .schemas import MAX_TRANSCRIPTION_BYTES
 from .transcriptions import check_options, cut_header, usage_of
 from .uploads import read_upload
 

@@ -31,6 +31,7 @@ from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
 from ..model.text_tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
+MAX_TRANSCRIPTION_BYTES = 25 * 2**20  # a recording to transcribe, as OpenAI's upload limit (and Wyoming's audio)
 NO_ALIGNER = (
     "word timestamps need a ForcedAligner hosted beside the transcriber (MODELS=...,Qwen/Qwen3-ForcedAligner-0.6B)"
 )

@@ -16,12 +16,10 @@ from wyoming.event import Event
 
 from ..errors import InvalidInputError, PayloadTooLargeError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.recognition import RecognitionService, TextDelta, TranscriptionRequest
+from ..service.recognition import MAX_TRANSCRIPTION_BYTES, RecognitionService, TextDelta, TranscriptionRequest
 from ..service.recognition import Transcript as FullTranscript
 from ..service.routing import route_recognizer
 from .backend import WyomingBackend
-
-MAX_AUDIO_BYTES = 25 * 2**20  # as an upload to /v1/audio/transcriptions
 
 
 @dataclass
@@ -64,8 +62,10 @@ def add_audio(utterance: Utterance, event: Event) -> None:
     chunk = AudioChunk.from_event(event)
     if (chunk.rate, chunk.width, chunk.channels) != (utterance.rate, utterance.width, utterance.channels):
         raise InvalidInputError("audio-chunk: its format differs from audio-start's")
-    if len(utterance.audio) + len(chunk.audio) > MAX_AUDIO_BYTES:
-        raise PayloadTooLargeError(f"the audio is larger than the {MAX_AUDIO_BYTES >> 20} MiB limit", param="audio")
+    if len(utterance.audio) + len(chunk.audio) > MAX_TRANSCRIPTION_BYTES:
+        raise PayloadTooLargeError(
+            f"the audio is larger than the {MAX_TRANSCRIPTION_BYTES >> 20} MiB limit", param="audio"
+        )
     utterance.audio += chunk.audio
     utterance.refused = False
 
@@ -95,7 +95,8 @@ async def transcript_events(utterance: Utterance) -> AsyncIterator[Event]:
 
 
 def wav_of(utterance: Utterance) -> bytes:
-    """The utterance's raw PCM as a WAV file, which the transcription reads as it reads an upload."""
+    """The utterance's raw PCM as a WAV file, which the transcription reads as it reads an upload: one decoder
+    (PyAV) turns every width, channel count and rate into the model's 16 kHz mono."""
     if not utterance.rate:
         raise InvalidInputError("audio-stop without audio-start")
     frame = utterance.width * utterance.channels
