@@ -271,7 +271,7 @@ def test_reads_after_the_body_are_not_timed():
 
     sent: list[bool] = []
     seen: list[str] = []
-    limits = RequestLimits(app, max_websockets=0, body_timeout=timeout)
+    limits = RequestLimits(app, max_websockets=0, body_timeout=timeout, transcription_bytes=25 * 2**20)
     scope = {"type": "http", "method": "POST", "path": SPEECH, "headers": [(b"content-length", b"2")]}
     started = time.monotonic()
     asyncio.run(limits(scope, client, None))

@@ -217,6 +217,22 @@ def test_every_route_that_transcribes_takes_a_recording_of_up_to_25_mib(server, 
     assert answer.status_code == 415 and "is not audio" in answer.json()["error"]["message"], answer.text
 
 
+def test_the_size_and_duration_limits_are_settings(both_families, clip):
+    env = {**ENV, "MAX_TRANSCRIPTION_BYTES": str(2 * 2**20), "MAX_TRANSCRIPTION_SECONDS": "1"}
+    with (
+        live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=env) as live,
+        live.client(timeout=300) as http,
+    ):
+        over = http.post("/v1/audio/transcriptions", files={"file": ("big.wav", b"\0" * (2 * 2**20 + 1))})
+        body = http.post("/v1/audio/transcriptions", files={"file": ("big.wav", b"\0" * (3 * 2**20))})
+        long = http.post("/v1/audio/subtitles", data={"mode": "fast"}, files={"file": ("clip.wav", clip)})
+    assert over.status_code == 413 and over.json()["error"]["message"] == "file is larger than the 2 MiB limit"
+    assert body.status_code == 413 and "the request body is larger than" in body.json()["error"]["message"]
+    assert long.status_code == 400, long.text
+    error = long.json()["error"]
+    assert error["param"] == "file" and "lasts 1.2 s; this server transcribes at most 1 s" in error["message"]
+
+
 def test_silence_is_transcribed_not_refused(server):
     buffer = io.BytesIO()
     sf.write(buffer, np.zeros(16000, np.float32), 16000, format="WAV")

@@ -20,6 +20,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 # No segment runs past this many frames (80 ms each: 20 minutes); reaching it ends the segment with
 # finish_reason "length", never silently.
 MAX_REQUEST_FRAMES = 15000
+MAX_TRANSCRIPTION_BYTES = 25 * 2**20  # OpenAI's upload limit for a recording to transcribe
 # Rows per decode step when MAX_BATCH_SIZE is unset (here, not in the engine: Ray's build process decides it for
 # the replicas' device without torch).
 DEFAULT_EMIT_FRAMES = 4  # the earlier server's STREAM_EMIT_FRAMES default, used when only STREAM_FIRST_EMIT is set
@@ -116,6 +117,15 @@ class Settings(BaseSettings):
         None, description="CPU cores for the engine thread, e.g. 0-3 or 0,2 (default: all); its torch threads follow"
     )
     # Recognition.
+    max_transcription_bytes: int = Field(
+        MAX_TRANSCRIPTION_BYTES,
+        ge=1,
+        description="bytes a recording to transcribe may be (an upload, or a Wyoming utterance); past it a 413 "
+        "(default 25 MiB, OpenAI's limit)",
+    )
+    max_transcription_seconds: float | None = Field(
+        None, gt=0, description="seconds a recording to transcribe may last; past it a 400 (default: no limit)"
+    )
     max_transcription_tokens: int | None = Field(
         None,
         ge=1,

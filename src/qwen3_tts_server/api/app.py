@@ -119,7 +119,11 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.state.on_drain = []
     recognition = {
         hosted.id: RecognitionService(
-            hosted.recognition_engine, settings.request_timeout, settings.max_transcription_tokens
+            hosted.recognition_engine,
+            settings.request_timeout,
+            settings.max_transcription_tokens,
+            settings.max_transcription_bytes,
+            settings.max_transcription_seconds,
         )
         for hosted in registry.recognizers
     }

@@ -26,7 +26,6 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..config import Settings
 from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_response_body
 from ..http_contract import BodyDeadline
-from ..service.recognition import MAX_TRANSCRIPTION_BYTES
 from .context import request_context
 from .schemas import MAX_UPLOAD_BYTES, TRANSCRIPTION_PATHS
 
@@ -41,12 +40,18 @@ WS_TRY_AGAIN_LATER = 1013
 
 def install_limits(app: FastAPI, settings: Settings) -> None:
     """Add the limits to `app`: call it before adding the request observer, which must stay outside them."""
-    app.add_middleware(RequestLimits, max_websockets=settings.max_websockets, body_timeout=settings.body_timeout)
+    app.add_middleware(
+        RequestLimits,
+        max_websockets=settings.max_websockets,
+        body_timeout=settings.body_timeout,
+        transcription_bytes=settings.max_transcription_bytes,
+    )
 
 
 class RequestLimits:
-    def __init__(self, app: ASGIApp, max_websockets: int, body_timeout: float):
+    def __init__(self, app: ASGIApp, max_websockets: int, body_timeout: float, transcription_bytes: int):
         self.app = app
+        self.transcription_bytes = transcription_bytes  # MAX_TRANSCRIPTION_BYTES, for the routes that transcribe
         self.max_websockets = max_websockets  # 0: no limit
         self.body_timeout = body_timeout
         self.open_websockets = 0
@@ -72,8 +77,15 @@ class RequestLimits:
         finally:
             self.open_websockets -= 1
 
+    def _body_limit(self, scope: Scope) -> int:
+        content_type = HTTPConnection(scope).headers.get("content-type", "")
+        if not content_type.startswith("multipart/"):
+            return MAX_BODY_BYTES
+        upload = self.transcription_bytes if scope.get("path") in TRANSCRIPTION_PATHS else MAX_UPLOAD_BYTES
+        return upload + MULTIPART_OVERHEAD
+
     async def _http(self, scope: Scope, receive: Receive, send: Send) -> None:
-        request = GuardedRequest(scope, receive, send, _body_limit(scope), self.body_timeout)
+        request = GuardedRequest(scope, receive, send, self._body_limit(scope), self.body_timeout)
         headers = scope["headers"]
         if len(headers) > MAX_HEADERS or sum(len(name) + len(value) for name, value in headers) > MAX_HEADER_BYTES:
             limits = f"at most {MAX_HEADERS} fields and {MAX_HEADER_BYTES >> 10} KiB in all"
@@ -135,14 +147,6 @@ class GuardedRequest:
             await response(self.scope, self._receive, self._send)
         self.refused = True
         return {"type": "http.disconnect"}
-
-
-def _body_limit(scope: Scope) -> int:
-    content_type = HTTPConnection(scope).headers.get("content-type", "")
-    if not content_type.startswith("multipart/"):
-        return MAX_BODY_BYTES
-    upload = MAX_TRANSCRIPTION_BYTES if scope.get("path") in TRANSCRIPTION_PATHS else MAX_UPLOAD_BYTES
-    return upload + MULTIPART_OVERHEAD
 
 
 def _content_length(scope: Scope) -> int | None:

@@ -18,7 +18,7 @@ log = logging.getLogger(__name__)
 # `ogg` is the earlier server's name for Ogg Opus (the same bytes as `opus`).
 ResponseFormat = Literal["mp3", "opus", "aac", "flac", "wav", "pcm", "mulaw", "alaw", "ogg"]
 MAX_UPLOAD_BYTES = 10 * 1024 * 1024  # OpenAI's limit for a voice's audio sample
-# The routes that take a recording to transcribe, whose uploads may be MAX_TRANSCRIPTION_BYTES.
+# The routes that take a recording to transcribe, whose uploads may be MAX_TRANSCRIPTION_BYTES (not 10 MiB).
 TRANSCRIPTION_PATHS = (
     "/v1/audio/transcriptions",
     "/v1/audio/transcriptions/stream",

@@ -22,7 +22,6 @@ from ..engine.registry import HostedModel
 from ..errors import InvalidInputError, TTSError, error_body, error_response_body
 from ..model.asr.transcriber import TimedWord
 from ..service.recognition import (
-    MAX_TRANSCRIPTION_BYTES,
     NO_ALIGNER,
     TextDelta,
     TokenLogprob,
@@ -66,7 +65,7 @@ async def create_transcription(
     if return_timestamps:
         _need_aligner(hosted, "return_timestamps")
     timestamps = "word" in granularities or response_format in ("srt", "vtt") or return_timestamps
-    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    audio = await read_upload(file, "file", services.settings.max_transcription_bytes)
     wants_logprobs = "logprobs" in (include or [])
     request = TranscriptionRequest(
         audio, language, prompt, timestamps=timestamps, temperature=temperature, logprobs=wants_logprobs
@@ -115,7 +114,7 @@ async def earlier_transcription_stream(
     hosted = route_recognizer(services.registry, None)
     if return_timestamps:
         _need_aligner(hosted, "return_timestamps")
-    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    audio = await read_upload(file, "file", services.settings.max_transcription_bytes)
     events = services.recognition[hosted.id].stream(TranscriptionRequest(audio, language, timestamps=return_timestamps))
     first = await anext(events)  # bad audio or settings are refused here, with their status
     return StreamingResponse(
@@ -141,7 +140,7 @@ async def earlier_subtitles(
     hosted = route_recognizer(services.registry, model)
     if mode == "accurate":
         _need_aligner(hosted, "mode", "mode accurate", " (or ask for mode fast, the words timed by their length)")
-    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    audio = await read_upload(file, "file", services.settings.max_transcription_bytes)
     request = TranscriptionRequest(audio, language, timestamps=mode == "accurate")
     transcript = await services.recognition[hosted.id].transcribe(request)
     words = length_timed_words(transcript) if mode == "fast" else transcript.words

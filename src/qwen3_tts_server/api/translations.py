@@ -13,7 +13,7 @@ from fastapi.responses import PlainTextResponse, Response
 
 from ..errors import InvalidInputError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.recognition import MAX_TRANSCRIPTION_BYTES, TranscriptionRequest
+from ..service.recognition import TranscriptionRequest
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
 from .transcriptions import check_options, cut_header, usage_of
@@ -41,7 +41,7 @@ async def create_translation(
     check_options(response_format, temperature, [], [], False)
     target = resolve_language(language) or "English"
     hosted = route_recognizer(services.registry, model)
-    audio = await read_upload(file, "file", MAX_TRANSCRIPTION_BYTES)
+    audio = await read_upload(file, "file", services.settings.max_transcription_bytes)
     request = TranscriptionRequest(audio, None, prompt, temperature=temperature)
     transcript = await services.recognition[hosted.id].transcribe(request)
     text = await services.translator.translate(transcript.text, target, prompt)

@@ -42,8 +42,7 @@ class TranscriptionJob:
     language: str | None = None  # an official name (forced), or None (identified by the model)
     context: str = ""
     max_new_tokens: int | None = None  # default: the part's budget by its length (`part_budget`)
-    temperature: float = 0.0  # 0: greedy, the official package's decoding
-    seed: int | None = None  # a sampled part's (default: a random one)
+    temperature: float = 0.0  # 0: greedy, the official package's decoding; above, sampled from a random seed
     interactive: bool = False  # live sessions are admitted before uploads
     continuation: bool = False  # a later part of a request under way: never refused, admitted first
     timeout: float | None = None  # seconds from submission, when submitted without a RequestClock
@@ -168,7 +167,7 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
     def _prefill(self, model: Transcriber, handle: _Handle) -> None:
         job = handle.job
         prompt = model.embedded_prompt(job.wave, job.context, job.language)
-        row, first = self.rows.join(prompt, job.budget, job.temperature, job.seed)
+        row, first = self.rows.join(prompt, job.budget, job.temperature)
         handle.row, handle.admitted = row, time.monotonic()
         self._active[row] = handle
         self._deliver([first])

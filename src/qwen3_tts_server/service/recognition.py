@@ -20,9 +20,10 @@ from typing import cast
 
 import numpy as np
 
+from ..config import MAX_TRANSCRIPTION_BYTES
 from ..engine.jobs import RequestClock
 from ..engine.recognition import DecodedToken, RecognitionEngine, TokenStream, TranscriptionJob
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, PayloadTooLargeError
 from ..model.asr.languages import resolve_language
 from ..model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
@@ -31,7 +32,6 @@ from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
 from ..model.text_tokenizer import TextTokenizer
 
 log = logging.getLogger(__name__)
-MAX_TRANSCRIPTION_BYTES = 25 * 2**20  # a recording to transcribe, as OpenAI's upload limit (and Wyoming's audio)
 NO_ALIGNER = (
     "word timestamps need a ForcedAligner hosted beside the transcriber (MODELS=...,Qwen/Qwen3-ForcedAligner-0.6B)"
 )
@@ -45,8 +45,7 @@ class TranscriptionRequest:
     interactive: bool = False  # a live caller: admitted before uploads
     max_new_tokens: int | None = None  # each part's budget (default: by its length)
     timestamps: bool = False  # word timestamps from the transcriber's ForcedAligner
-    temperature: float = 0.0  # 0: greedy (the official decoding); above, sampled
-    seed: int | None = None  # a sampled request's (each part's: this plus its index); default a random one
+    temperature: float = 0.0  # 0: greedy (the official decoding); above, sampled (each part from a random seed)
     logprobs: bool = False  # each transcript token's log probability
 
 
@@ -150,11 +149,18 @@ class _PartReader:
 
 class RecognitionService:
     def __init__(
-        self, engine: RecognitionEngine, request_timeout: float | None = None, max_new_tokens: int | None = None
+        self,
+        engine: RecognitionEngine,
+        request_timeout: float | None = None,
+        max_new_tokens: int | None = None,
+        max_bytes: int = MAX_TRANSCRIPTION_BYTES,
+        max_seconds: float | None = None,
     ):
         self.engine = engine
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
         self.max_new_tokens = max_new_tokens  # each part's budget unless a request sets one (default: by its length)
+        self.max_bytes = max_bytes  # a recording's size (its route's callers read it within this)
+        self.max_seconds = max_seconds  # a recording's duration; None: any
         self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
     async def transcribe(self, request: TranscriptionRequest) -> Transcript:
@@ -169,7 +175,15 @@ class RecognitionService:
         """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
         settings raise before anything is queued; closing the iterator cancels every part still decoding."""
         language = resolve_language(request.language)
+        if len(request.audio) > self.max_bytes:
+            raise PayloadTooLargeError(f"the file is larger than the {self.max_bytes >> 20} MiB limit", param="file")
         wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
+        if self.max_seconds is not None and len(wave) > self.max_seconds * SAMPLE_RATE:
+            raise InvalidInputError(
+                f"the file lasts {len(wave) / SAMPLE_RATE:.1f} s; this server transcribes at most "
+                f"{self.max_seconds:g} s (MAX_TRANSCRIPTION_SECONDS)",
+                param="file",
+            )
         transcriber: Transcriber = await self.engine.models.get_async()
         if request.timestamps:
             if transcriber.aligner is None:
@@ -247,9 +261,8 @@ class RecognitionService:
                 request.prompt,
                 request.max_new_tokens or self.max_new_tokens,
                 request.temperature,
-                None if request.seed is None else request.seed + index,
                 interactive=request.interactive,
             )
-            for index, (part, _) in enumerate(parts)
+            for part, _ in parts
         ]
         return cast(list[TokenStream], self.engine.submit_in_order(jobs, RequestClock(self.request_timeout)))

@@ -16,7 +16,7 @@ from wyoming.event import Event
 
 from ..errors import InvalidInputError, PayloadTooLargeError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.recognition import MAX_TRANSCRIPTION_BYTES, RecognitionService, TextDelta, TranscriptionRequest
+from ..service.recognition import RecognitionService, TextDelta, TranscriptionRequest
 from ..service.recognition import Transcript as FullTranscript
 from ..service.routing import route_recognizer
 from .backend import WyomingBackend
@@ -62,10 +62,9 @@ def add_audio(utterance: Utterance, event: Event) -> None:
     chunk = AudioChunk.from_event(event)
     if (chunk.rate, chunk.width, chunk.channels) != (utterance.rate, utterance.width, utterance.channels):
         raise InvalidInputError("audio-chunk: its format differs from audio-start's")
-    if len(utterance.audio) + len(chunk.audio) > MAX_TRANSCRIPTION_BYTES:
-        raise PayloadTooLargeError(
-            f"the audio is larger than the {MAX_TRANSCRIPTION_BYTES >> 20} MiB limit", param="audio"
-        )
+    limit = utterance.service.max_bytes
+    if len(utterance.audio) + len(chunk.audio) > limit:
+        raise PayloadTooLargeError(f"the audio is larger than the {limit >> 20} MiB limit", param="audio")
     utterance.audio += chunk.audio
     utterance.refused = False
 
