@@ -367,3 +367,31 @@ def test_serve_with_gateway_mode_runs_the_gateway(checkpoint_dirs):
         title = Path(f"/proc/{served.process.pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
     assert health["gateway"]["pid"] == served.process.pid and health["gateway"]["worker"] == "stopped"
     assert title.startswith("qwen3-tts-server gateway")
+
+
+def test_a_transcription_streams_through_the_gateway_as_from_the_server(both_families):
+    """MODELS with a transcriber: the worker the gateway starts hosts it, and a streamed upload's events pass
+    through one by one; the text is the one the transcriber gives offline."""
+    from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+    from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
+    from qwen3_tts_server.testing.signals import voiced_glide
+
+    buffer = io.BytesIO()
+    sf.write(buffer, voiced_glide(1.0, 16000, pitch=140.0), 16000, format="WAV")
+    clip = buffer.getvalue()
+    (expected,) = Transcriber(load_asr_checkpoint(both_families["asr"])).transcribe([heard_wave(clip, "clip")])
+
+    async def events(base: str) -> list[dict]:
+        async with (
+            httpx.AsyncClient(base_url=base, timeout=TIMEOUT) as client,
+            client.stream(
+                "POST", "/v1/audio/transcriptions", data={"stream": "true"}, files={"file": ("clip.wav", clip)}
+            ) as response,
+        ):
+            assert response.status_code == 200 and response.headers["content-type"].startswith("text/event-stream")
+            return await data_events(response.aiter_lines())
+
+    with live_gateway(both_families["speech"], "--model", str(both_families["asr"])) as running:
+        *deltas, done = asyncio.run(events(running.base))
+    assert deltas and {event["type"] for event in deltas} == {"transcript.text.delta"}
+    assert done["type"] == "transcript.text.done" and done["text"] == expected.text
