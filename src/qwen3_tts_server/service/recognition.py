@@ -23,7 +23,7 @@ import numpy as np
 from ..config import MAX_TRANSCRIPTION_BYTES
 from ..engine.jobs import RequestClock
 from ..engine.recognition import DecodedToken, RecognitionEngine, TokenStream, TranscriptionJob
-from ..errors import InvalidInputError, PayloadTooLargeError
+from ..errors import InvalidInputError
 from ..model.asr.languages import resolve_language
 from ..model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
@@ -159,7 +159,7 @@ class RecognitionService:
         self.engine = engine
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
         self.max_new_tokens = max_new_tokens  # each part's budget unless a request sets one (default: by its length)
-        self.max_bytes = max_bytes  # a recording's size (its route's callers read it within this)
+        self.max_bytes = max_bytes  # a recording's size: its callers (the routes, Wyoming) read it within this
         self.max_seconds = max_seconds  # a recording's duration; None: any
         self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
@@ -175,8 +175,6 @@ class RecognitionService:
         """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
         settings raise before anything is queued; closing the iterator cancels every part still decoding."""
         language = resolve_language(request.language)
-        if len(request.audio) > self.max_bytes:
-            raise PayloadTooLargeError(f"the file is larger than the {self.max_bytes >> 20} MiB limit", param="file")
         wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
         if self.max_seconds is not None and len(wave) > self.max_seconds * SAMPLE_RATE:
             raise InvalidInputError(
