@@ -223,7 +223,7 @@ def test_speed_changes_duration_not_pitch(api):
 def test_full_queue_answers_503_with_retry_after(models, tmp_path):
     model = models["custom_voice"]
     app = make_app(model, model_id="tiny", data_dir=tmp_path, max_batch_size=1, max_queue_depth=1)
-    engine = app.state.services.engine
+    engine = app.state.services.registry.default.engine
     hold = SpeechInput("Hold the only row.", "English", "Vivian")
     job = SpeechJob(model.prompts.prepare(hold), model.sampling(seed=1), max_frames=2000, suppress_eos=True)
 

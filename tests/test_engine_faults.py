@@ -294,7 +294,7 @@ def test_a_websocket_client_gets_an_error_event_and_the_session_goes_on(models, 
 
 def test_ready_and_health_say_when_the_engine_has_stopped(models, tmp_path, monkeypatch):
     app = make_app(models["custom_voice"], data_dir=tmp_path, max_batch_size=1, max_request_frames=6)
-    engine = app.state.services.engine
+    engine = app.state.services.registry.default.engine
     body = {"model": "tts-1", "voice": "alloy", "input": "Hello there.", "stream": False}
 
     async def scenario(_, http):
@@ -386,7 +386,7 @@ def test_health_reports_what_a_redis_cache_tells_cheaply_and_no_cache_as_null(mo
 def test_a_full_queue_answers_503_with_the_estimated_retry_after(models, tmp_path, monkeypatch):
     model = models["custom_voice"]
     app = make_app(model, data_dir=tmp_path, max_batch_size=1, max_queue_depth=1)
-    engine = app.state.services.engine
+    engine = app.state.services.registry.default.engine
     for measurement in ("observe_step", "observe_request"):  # the measured pace, fixed for the test
         monkeypatch.setattr(engine.pace, measurement, lambda _: None)
     engine.pace.step_seconds, engine.pace.steps_per_request = 0.05, 100

@@ -1,6 +1,6 @@
-"""A Qwen3-ASR checkpoint in MODELS beside a speech model (engine/registry.py, server.build_registry): hosted with
-its own recognition engine, its lifecycle and the memory budget shared with the speech models, listed by
-/v1/models with its kind and languages. The tiny random-weight checkpoints of both families."""
+"""A Qwen3-ASR checkpoint in MODELS beside a speech model, or alone (engine/registry.py, server.build_registry):
+hosted with its own recognition engine, its lifecycle and the memory budget shared with the speech models, listed
+by /v1/models with its kind and languages. The tiny random-weight checkpoints of both families."""
 
 from __future__ import annotations
 
@@ -9,6 +9,8 @@ import shutil
 
 import pytest
 import torch
+from wyoming.client import AsyncTcpClient
+from wyoming.info import Describe, Info
 
 from qwen3_tts_server.config import Settings
 from qwen3_tts_server.engine.engine import Engine
@@ -22,7 +24,7 @@ from qwen3_tts_server.model.footprint import weight_bytes
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.recognition import RecognitionService, TranscriptionRequest
-from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_recognition_service import wav_bytes
 
@@ -115,9 +117,54 @@ def test_a_forced_aligner_without_a_transcriber_or_a_second_one_is_refused(both_
         registry_of(both_families["speech"], both_families["asr"], both_families["aligner"], copy)
 
 
-def test_recognition_checkpoints_alone_are_refused(both_families):
-    with pytest.raises(ConfigurationError, match="MODELS names recognition checkpoints only"):
-        registry_of(both_families["asr"])
+def test_a_server_of_recognisers_alone_answers_as_the_earlier_asr_server_and_refuses_speech(both_families):
+    """MODELS with a transcriber and its aligner only: the earlier ASR server's /health keys speak of the
+    transcriber (null until it loads, its MODELS entry after), it transcribes, speech requests are a 404 naming
+    `model`, and Wyoming describes a recogniser and no speech program."""
+    port = free_port()
+    asr, aligner = str(both_families["asr"]), str(both_families["aligner"])
+    with live_process("serve", asr, "--model", aligner, "--wyoming-port", str(port), env=ENV) as live:
+        http = live.client(timeout=300)
+        before = http.get("/health").json()
+        listed = [entry["id"] for entry in http.get("/v1/models").json()["data"]]
+        ready = http.get("/ready")
+        clip = ("a.wav", wav_bytes(voiced_glide(0.8, pitch=150.0)))
+        heard = http.post("/v1/audio/transcriptions", files={"file": clip}, data={"language": "en"})
+        after = http.get("/health").json()
+        spoken = http.post("/v1/audio/speech", json={"input": "Hello.", "voice": "ryan"})
+        voices = http.get("/v1/audio/voices")
+        metrics = http.get("/metrics").text
+        http.close()
+        described = asyncio.run(describe_over_wyoming(port))
+    assert {key: before[key] for key in ("status", "model_loaded", "model_id", "cuda")} == {
+        "status": "ok",
+        "model_loaded": False,
+        "model_id": None,
+        "cuda": False,
+    }
+    assert listed == ["asr"] and ready.status_code == 200 and ready.json()["model"] == "unloaded"
+    assert heard.status_code == 200 and heard.json()["usage"]["type"] == "duration"
+    assert (after["model_loaded"], after["model_id"], after["model"]["type"], after["model"]["state"]) == (
+        True,
+        asr,
+        "asr",
+        "ready",
+    )
+    assert after["model"]["dtype"] == "float32" and after["model"]["quantization"] == "none"
+    assert spoken.status_code == 404 and spoken.json()["error"]["param"] == "model"
+    assert spoken.json()["error"]["message"].startswith("no speech model is hosted")
+    assert voices.status_code == 200 and voices.json()["data"] == []  # no presets, an empty library
+    assert 'qwen3_tts_queue_depth{model="asr"} 0.0' in metrics
+    assert described.tts == [] and [model.name for model in described.asr[0].models] == ["asr"]
+
+
+async def describe_over_wyoming(port: int) -> Info:
+    async with AsyncTcpClient("127.0.0.1", port) as client:
+        await client.write_event(Describe().event())
+        while True:
+            event = await client.read_event()
+            if event is not None and Info.is_type(event.type):
+                return Info.from_event(event)
 
 
 def test_a_transcriber_that_fails_to_load_makes_the_server_not_ready_naming_it(both_families, tmp_path):

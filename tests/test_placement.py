@@ -145,7 +145,7 @@ def test_the_event_loops_helper_threads_run_torch_on_one_thread(models):
     engine_threads = []
 
     async def scenario(_client, http):
-        engine = app.state.services.engine
+        engine = app.state.services.registry.default.engine
         engine.add_step_listener(lambda *_: engine_threads.append(torch.get_num_threads()))
         body = {"model": "tts-1", "voice": "Vivian", "input": "Hi.", "stream": False}
         assert (await http.post("/v1/audio/speech", json=body)).status_code == 200

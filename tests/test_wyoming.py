@@ -72,7 +72,7 @@ class InProcess:
 
     def engine_busy(self) -> int:
         """Requests the engine runs, pauses or holds in its queue, and rows it holds."""
-        engine = self.services.engine
+        engine = self.services.registry.default.engine
         rows = len(engine.generator.active) if engine.generator is not None else 0
         return engine.active + engine.paused + engine.waiting + rows
 
@@ -356,7 +356,7 @@ def test_an_unreadable_event_closes_only_its_connection(server):
 
 def test_zeroconf_advertises_the_port_unless_it_is_on_the_loopback(server):
     services = server.services
-    backend = WyomingBackend(services.speech, services.voices, services.registry, parse_request, "tiny", 1000)
+    backend = WyomingBackend(services.speech, services.voices, services.registry, parse_request, 1000)
 
     async def advertise(host: str) -> tuple[str | None, object]:
         from zeroconf.asyncio import AsyncZeroconf

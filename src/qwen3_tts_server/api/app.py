@@ -67,7 +67,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             manager, max_queue_depth=settings.max_queue_depth, cpu_cores=settings.cpu_cores()
         ),
     )
-    engine = registry.default.engine
     voice_service = VoiceService(registry, library, VoiceCloner(prompt_cache), settings.default_voice)
     speech_service = SpeechService(
         registry,
@@ -99,7 +98,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
                         voice_service,
                         registry,
                         realtime.parse_request,
-                        settings.model_id,
                         settings.max_pending_text,
                         recognition,
                     )
@@ -130,8 +128,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.state.services = Services(
         settings,
         registry,
-        registry.default.manager,
-        engine,
         speech_service,
         voice_service,
         metrics,

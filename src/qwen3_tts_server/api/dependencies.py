@@ -9,8 +9,6 @@ from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from ..config import Settings
-from ..engine.engine import Engine
-from ..engine.model_manager import ModelManager
 from ..engine.registry import ModelRegistry
 from ..service.audio_cache import AudioCache
 from ..service.metrics import Metrics
@@ -27,8 +25,6 @@ class Services:
 
     settings: Settings
     registry: ModelRegistry
-    models: ModelManager  # the first hosted model's (MODEL_ID's): what the earlier server's keys speak of
-    engine: Engine  # its engine
     speech: SpeechService
     voices: VoiceService
     metrics: Metrics

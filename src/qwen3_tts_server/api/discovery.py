@@ -21,11 +21,12 @@ async def list_models(services: ServicesDep) -> dict:
     """Every hosted model, from its checkpoint's config (no model is loaded for it, nor kept from idling out), then
     the OpenAI names with the model each resolves to for the default voice (`alias_of`; `routing.route`)."""
     registry = services.registry
-    await asyncio.to_thread(registry.default.manager.config)  # an unreadable lone checkpoint answers its error
+    if len(registry) == 1:
+        await asyncio.to_thread(registry.default.manager.config)  # an unreadable lone checkpoint answers its error
     entries = [hosted_model_entry(hosted) for hosted in registry]
     entries += [recognizer_entry(hosted) for hosted in registry.recognizers]
     voice, library = services.voices.default_voice, services.voices.library
-    for name in OPENAI_MODELS:
+    for name in OPENAI_MODELS if len(registry) else ():
         try:
             resolved = (await asyncio.to_thread(route, registry, library, name, voice)).id
         except TTSError:  # no hosted model speaks the default voice: a request must name one
@@ -38,10 +39,9 @@ async def list_models(services: ServicesDep) -> dict:
 async def health(services: ServicesDep) -> JSONResponse:
     """200, or 503 with the reason in `error` once an engine thread has stopped (its model can serve nothing)."""
     voices = await services.voices.accepted_names()
-    model_id = loaded_model_id(services.models, services.settings)
-    models, engine, library = services.models, services.engine, services.voices.library
-    earlier = earlier_server_keys(models, model_id, engine, voices, library, services.audio_cache)
-    report = health_report(models, engine, library, services.audio_cache, earlier)
+    primary, library = services.registry.primary, services.voices.library
+    earlier = earlier_server_keys(primary, voices, library, services.audio_cache)
+    report = health_report(primary, library, services.audio_cache, earlier)
     failure = services.registry.failure  # any hosted model's engine thread that stopped
     if len(services.registry.every) > 1:  # several models, of either family
         report["models"] = {hosted.id: hosted_model_health(hosted) for hosted in services.registry.every}
@@ -60,7 +60,7 @@ async def info(services: ServicesDep) -> dict:
     return {
         "stream_type": services.settings.stream_type,
         "voices": voices,
-        "model_id": loaded_model_id(services.models, services.settings),
+        "model_id": loaded_model_id(services.registry.primary),
     }
 
 
@@ -77,7 +77,7 @@ async def ready(services: ServicesDep) -> JSONResponse:
             models.retry_failed_load()
         if error is not None:
             errors[hosted.id] = error
-    body: dict[str, object] = {"ready": not errors, "model": services.models.state.value}
+    body: dict[str, object] = {"ready": not errors, "model": services.registry.primary.manager.state.value}
     every = services.registry.every
     if len(every) > 1:
         body["models"] = {hosted.id: hosted.manager.state.value for hosted in every}

@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from ..config import model_id_of
-from ..errors import ConfigurationError, ModelWaitError
+from ..errors import ConfigurationError, ModelWaitError, NotFoundError
 from ..model.asr.loading import AsrDescription, asr_fingerprint
 from ..model.checkpoint import checkpoint_fingerprint, weight_files
 from ..model.footprint import file_digest, weight_bytes
@@ -26,6 +26,9 @@ from .recognition import RecognitionEngine
 from .rows import RowEngine
 
 log = logging.getLogger(__name__)
+NO_SPEECH_MODEL = (
+    "no speech model is hosted: add a Qwen3-TTS checkpoint (Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice) to MODELS"
+)
 RELEASE_SECONDS = 10.0  # the longest an idle model's engine is given to unload it
 
 
@@ -117,7 +120,8 @@ class HostedModel:
 
 class ModelRegistry:
     """The hosted speech models (iterating the registry gives them: the first is the default), and beside them the
-    hosted recognisers (`recognizers`); the memory budget, preloading and lifecycles take both."""
+    hosted recognisers (`recognizers`); the memory budget, preloading and lifecycles take both. A server may host
+    either family alone."""
 
     def __init__(
         self,
@@ -126,8 +130,8 @@ class ModelRegistry:
         wait_seconds: float = 60.0,
         recognizers: list[HostedModel] | None = None,
     ):
-        if not hosted:
-            raise ConfigurationError("no speech model to host: MODELS names recognition checkpoints only")
+        if not hosted and not recognizers:
+            raise ConfigurationError("no model to host: MODELS is empty")
         self.hosted = hosted
         self.recognizers = recognizers or []
         self.budget = budget  # bytes every loaded model may take together; None: no limit
@@ -146,8 +150,17 @@ class ModelRegistry:
 
     @property
     def default(self) -> HostedModel:
-        """The first hosted model: what the one-model settings (MODEL_ID) and the earlier server's keys speak of."""
+        """The first hosted speech model: what a speech request that names no model is spoken by. A server of
+        recognisers alone answers speech requests with a 404 naming `model`."""
+        if not self.hosted:
+            raise NotFoundError(NO_SPEECH_MODEL, param="model")
         return self.hosted[0]
+
+    @property
+    def primary(self) -> HostedModel:
+        """The first hosted model, a speech model before any recogniser: what the earlier servers' one-model keys
+        (`model_loaded`, `model_id`) speak of."""
+        return self.every[0]
 
     def get(self, model_id: str) -> HostedModel | None:
         """The speech model of this id."""

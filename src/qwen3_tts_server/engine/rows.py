@@ -428,6 +428,11 @@ class RowEngine(ABC, Generic[J, H]):
         """Requests whose rows wait for their client to take what they hold."""
         return sum(handle.paused for handle in self._active.values())
 
+    @property
+    def rows_held(self) -> int:
+        """Rows the runner holds (a leak would hold more than `active` + `paused`); 0 before it is built."""
+        return len(self._rows_held()) if self._runner_built() else 0
+
     # -- the engine thread -------------------------------------------------------------------------------------
 
     @property

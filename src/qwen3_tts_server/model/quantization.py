@@ -33,6 +33,14 @@ INT4_GROUP_SIZES = (128, 64, 32)  # the largest that divides a layer's input wid
 INT4_INNER_K_TILES = 2  # the packing's tile depth: (input width) must be a multiple of 16 * this
 
 
+def quantization_state(quantization: str | None, failure: str | None) -> str:
+    """A loaded model's weight quantisation as reported: "int8" | "int4" | "fp8", "none", or "failed (reason)" when
+    the one asked for could not run here and the model runs in its dtype."""
+    if failure is not None:
+        return f"failed ({failure})"
+    return quantization or "none"
+
+
 def parse_quantization(name: str | None, device: torch.device) -> str | None:
     """The quantisation to apply ("none" or empty: None), checked against the device."""
     if name is None or name.strip().lower() in ("", "none"):

@@ -5,20 +5,35 @@ from __future__ import annotations
 
 import asyncio
 import os
+from typing import Protocol
 
 import torch
 
-from ..config import Settings
 from ..engine.engine import Engine
-from ..engine.model_manager import ModelManager
-from ..model.tts.tts_model import Qwen3TTSModel
+from ..engine.registry import HostedModel
 from ..resources import open_descriptors, os_threads, resident_memory_bytes
 from ..text.frontend import text_cache_entries
 from .audio_cache import AudioCache
 from .voice_library import VoiceLibrary
 
 
-def gpu_memory(model: Qwen3TTSModel | None) -> tuple[int, int] | None:
+class LoadedModel(Protocol):
+    """What /health reports of a loaded model, a speech model or a transcriber."""
+
+    @property
+    def model_type(self) -> str: ...
+
+    @property
+    def device(self) -> torch.device: ...
+
+    @property
+    def dtype(self) -> torch.dtype: ...
+
+    @property
+    def quantization_state(self) -> str: ...
+
+
+def gpu_memory(model: LoadedModel | None) -> tuple[int, int] | None:
     """(allocated, reserved) bytes on the model's GPU; None on a CPU or with no model loaded."""
     if model is None or model.device.type != "cuda":
         return None
@@ -39,25 +54,22 @@ def audio_cache_report(cache: AudioCache | None) -> dict | None:
     }
 
 
-def loaded_model_id(models: ModelManager, settings: Settings) -> str | None:
-    """MODEL_ID once the model has loaded; null before (as the earlier server reported it)."""
-    return settings.model_id if models.loads else None
+def loaded_model_id(hosted: HostedModel) -> str | None:
+    """The model's MODELS entry (MODEL_ID) once it has loaded; null before (as the earlier servers reported it)."""
+    return hosted.source if hosted.manager.loads else None
 
 
 def earlier_server_keys(
-    models: ModelManager,
-    model_id: str | None,
-    engine: Engine,
-    voices: list[str],
-    library: VoiceLibrary,
-    audio_cache: AudioCache | None,
+    hosted: HostedModel, voices: list[str], library: VoiceLibrary, audio_cache: AudioCache | None
 ) -> dict:
-    """The keys the earlier server's /health had, flat, with its types: what its clients' scripts read. `model_id`:
-    `loaded_model_id`; `voices`, every name a request may give; the cache sizes count
-    entries (an output cache on Redis: its entries are not counted, 0)."""
+    """The keys the earlier servers' /health had, flat, with their types: what their clients' scripts read. They
+    speak of `hosted`, the registry's primary model (the earlier ASR server's keys are the first four). `voices`,
+    every name a request may give; the cache sizes count entries (an output cache on Redis: its entries are not
+    counted, 0)."""
+    engine = hosted.row_engine
     keys: dict = {
-        "model_loaded": models.loaded is not None,
-        "model_id": model_id,
+        "model_loaded": hosted.manager.loaded is not None,
+        "model_id": loaded_model_id(hosted),
         "cuda": torch.cuda.is_available(),
         "queue_depth": engine.waiting,
         "max_queue_depth": engine.max_queue_depth,
@@ -75,12 +87,13 @@ def earlier_server_keys(
     return keys
 
 
-def health_report(
-    models: ModelManager, engine: Engine, library: VoiceLibrary, audio_cache: AudioCache | None, earlier: dict
-) -> dict:
-    """The report; `status` is "ok", or "failed" with the reason in `error` once the engine thread has stopped. The
-    earlier server's flat keys (`earlier`: `earlier_server_keys`) come first, this server's after them."""
-    model = models.loaded
+def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: AudioCache | None, earlier: dict) -> dict:
+    """The report of the primary model `hosted`; `status` is "ok", or "failed" with the reason in `error` once its
+    engine thread has stopped. The earlier servers' flat keys (`earlier`: `earlier_server_keys`) come first, this
+    server's after them."""
+    models, engine = hosted.manager, hosted.row_engine
+    model: LoadedModel | None = models.loaded
+    generator = engine.generator if isinstance(engine, Engine) else None
     memory: dict[str, int | None] = {"rss_bytes": resident_memory_bytes()}
     gpu = gpu_memory(model)
     if gpu is not None:
@@ -98,12 +111,13 @@ def health_report(
             "loads": models.loads,
             "error": models.last_error,  # why the last load failed; None after a good one
         },
-        # The frame step as CUDA graphs: on, off, or failed (reason) with the eager step serving; null until loaded.
-        "cuda_graphs": engine.generator.graphs_state if engine.generator is not None else None,
+        # The frame step as CUDA graphs: on, off, or failed (reason) with the eager step serving; null until loaded
+        # (and for a recogniser).
+        "cuda_graphs": generator.graphs_state if generator is not None else None,
         "memory": memory,
         "active_streams": engine.active,
         "paused_streams": engine.paused,  # waiting for their clients to take the audio they hold
-        "rows_held": len(engine.generator.active) if engine.generator is not None else 0,
+        "rows_held": engine.rows_held,
         "max_batch_size": engine.max_batch_size,
         "audio_cache": audio_cache_report(audio_cache),
         "voice_library": {"voices": len(library.list()), "cached_prompts": len(library.cache)},

@@ -166,7 +166,7 @@ class _LiveState(Collector):
                 state.add_metric([hosted.id, candidate.value], float(hosted.manager.state is candidate))
         yield from families.values()
         yield state
-        loaded = next((hosted.manager.loaded for hosted in self._models if hosted.manager.loaded is not None), None)
+        loaded = next((model for model in (hosted.manager.loaded for hosted in self._models.every) if model), None)
         memory = gpu_memory(loaded)
         if memory is not None:
             allocated, reserved = memory

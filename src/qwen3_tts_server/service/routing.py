@@ -101,8 +101,8 @@ def route(
     instructions: str | None = None,
     inline_clone: bool = False,
 ) -> HostedModel:
-    if len(registry) == 1:
-        return registry.default
+    if len(registry) <= 1:
+        return registry.default  # none: its 404
     wanted = (model or "").strip().lower()
     named = next((hosted for hosted in registry if wanted in names(hosted)), None)
     if named is not None:

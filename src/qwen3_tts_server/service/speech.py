@@ -84,8 +84,8 @@ class SpeechService:
 
     async def route(self, request: SynthesisRequest, inline_clone: bool = False) -> HostedModel:
         """The hosted model that serves `request` (`routing.route`)."""
-        if len(self.registry) == 1:
-            return self.registry.default
+        if len(self.registry) <= 1:
+            return self.registry.default  # none: its 404
         voice = request.voice or self.voices.default_voice
         return await asyncio.to_thread(
             route, self.registry, self.library, request.model, voice, request.instructions, inline_clone

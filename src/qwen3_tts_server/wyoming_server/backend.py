@@ -17,6 +17,5 @@ class WyomingBackend:
     voices: VoiceService
     registry: ModelRegistry  # the hosted models: each voice is spoken by the one the request routes to
     parse: RequestParser  # a config and a text validated as a POST /v1/audio/speech body (the API layer's)
-    model_id: str
     max_pending_text: int  # characters a streamed synthesis may have waiting to be spoken (MAX_PENDING_TEXT)
     recognition: dict[str, RecognitionService] = field(default_factory=dict)  # by recogniser id: speech to text

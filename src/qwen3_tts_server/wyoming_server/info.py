@@ -23,7 +23,10 @@ KINDS = {"audio_sample": "cloned voice", "prompt": "designed voice"}
 
 async def describe(backend: WyomingBackend) -> Info:
     """Presets, OpenAI aliases and library voices (GET /v1/audio/voices) of every hosted model, each in every
-    language of the models; from the checkpoints' configs: no model is loaded for it."""
+    language of the models; from the checkpoints' configs: no model is loaded for it. A server of recognisers alone
+    lists no speech program."""
+    if not len(backend.registry):
+        return Info(tts=[], asr=_recognition(backend))
     configs = [await asyncio.to_thread(hosted.manager.config) for hosted in backend.registry]
     languages = language_codes(list(dict.fromkeys(language for config in configs for language in config.languages)))
     spoken = set().union(*(SPOKEN.get(config.model_type, set()) for config in configs))
@@ -40,7 +43,7 @@ async def describe(backend: WyomingBackend) -> Info:
     ]
     program = TtsProgram(
         name=PROGRAM,
-        description=f"Qwen3-TTS ({backend.model_id})",
+        description=f"Qwen3-TTS ({backend.registry.default.id})",
         attribution=ATTRIBUTION,
         installed=True,
         version=version("qwen3-tts-server"),

@@ -18,6 +18,7 @@ import torch
 
 from ...audio.decoding import decode_audio
 from ...errors import InvalidInputError
+from ..quantization import quantization_state
 from .aligner import aligner_prompt, slot_steps, timed_words
 from .decoding import GreedyRows
 from .loading import AsrCheckpoint
@@ -114,6 +115,20 @@ class Transcriber:
             raise InvalidInputError(f"{aligner.directory} is not a ForcedAligner checkpoint", param="aligner")
         self.model, self.aligner = model, aligner
         self.splitter = splitter or WordSplitter()
+
+    model_type = "asr"  # as /health reports a loaded model's type
+
+    @property
+    def device(self) -> torch.device:
+        return self.model.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.model.dtype
+
+    @property
+    def quantization_state(self) -> str:
+        return quantization_state(self.model.quantization, self.model.quantization_failure)
 
     @torch.inference_mode()
     def encode(self, checkpoint: AsrCheckpoint, wave: np.ndarray) -> torch.Tensor:

@@ -13,6 +13,7 @@ import numpy as np
 import torch
 
 from ...errors import InvalidInputError
+from ..quantization import quantization_state
 from .codec_stream import CodecStreamState, StreamingCodecDecoder
 from .compilation import StepCompiler, compile_frame_step
 from .generation import FrameGenerator
@@ -84,11 +85,7 @@ class Qwen3TTSModel:
 
     @property
     def quantization_state(self) -> str:
-        """The weights' quantisation: "int8" | "int4" | "fp8", "none", or "failed (reason)" when the one asked for
-        could not run here and the model runs in its dtype."""
-        if self.quantization_failure is not None:
-            return f"failed ({self.quantization_failure})"
-        return self.quantization or "none"
+        return quantization_state(self.quantization, self.quantization_failure)
 
     @property
     def model_type(self) -> str:
