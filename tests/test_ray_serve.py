@@ -1,6 +1,7 @@
 """The server as a Ray Serve application (ray_app.py) on a local Ray cluster: two CPU replicas of a tiny Base model
-behind Serve's proxy, the output cache in Redis and the voice library in one shared directory. Real clients
-(the openai SDK, httpx, websockets) stream through the proxy; a replica is killed mid-stream."""
+and a tiny transcriber behind Serve's proxy, the output cache in Redis and the voice library in one shared
+directory. Real clients (the openai SDK, httpx, websockets) stream speech and transcriptions through the proxy; a
+replica is killed mid-stream."""
 
 from __future__ import annotations
 
@@ -28,9 +29,13 @@ from in_process import make_app, run_in_app  # noqa: E402
 from parity_cases import write_reference  # noqa: E402
 from qwen3_tts_server.engine.model_manager import ModelManager  # noqa: E402
 from qwen3_tts_server.errors import CheckpointError  # noqa: E402
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint  # noqa: E402
+from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave  # noqa: E402
 from qwen3_tts_server.ray_app import APP_NAME, build, raise_unless_ready  # noqa: E402
 from qwen3_tts_server.testing.live_server import free_port  # noqa: E402
+from qwen3_tts_server.testing.signals import voiced_glide  # noqa: E402
 from redis_server import RedisServer  # noqa: E402
+from test_recognition_service import wav_bytes  # noqa: E402
 
 REPLICAS = 2
 PCM_FRAME_BYTES = 1920 * 2  # 80 ms of 16-bit samples at 24 kHz
@@ -66,7 +71,7 @@ class Cluster:
 
 
 @pytest.fixture(scope="module")
-def cluster(checkpoint_dirs, tmp_path_factory) -> Iterator[Cluster]:
+def cluster(checkpoint_dirs, both_families, tmp_path_factory) -> Iterator[Cluster]:
     """Two replicas (one CPU and one torch thread each) on a local Ray cluster of 2 CPUs; Serve's proxy on a free
     loopback port; Redis and the voice library shared. Stopped (Serve, Ray, Redis) when the module is done."""
     redis = RedisServer()
@@ -78,7 +83,7 @@ def cluster(checkpoint_dirs, tmp_path_factory) -> Iterator[Cluster]:
         port = free_port()
         serve.start(http_options={"host": "127.0.0.1", "port": port})
         settings = {
-            "model_id": str(checkpoint_dirs["base"]),
+            "models": [str(checkpoint_dirs["base"]), str(both_families["asr"])],
             "data_dir": str(shared),
             "redis_url": redis.url,
             "preload_model": True,
@@ -203,6 +208,23 @@ def share_a_voice(cluster: Cluster, client: httpx.Client, name: str, seeds: int)
     deleted = client.delete(f"/v1/audio/voices/{voice_id}")
     assert deleted.status_code == 200 and deleted.json()["deleted"]
     return voice_id, speaker, seed, deleted.headers["x-replica"]
+
+
+def test_transcriptions_stream_through_the_proxy_from_the_replicas_transcribers(cluster, both_families):
+    """The replicas host the transcriber beside the speech model: whole and streamed answers are the transcript
+    the transcriber gives offline, the deltas arriving as SSE through Serve's proxy."""
+    clip = wav_bytes(voiced_glide(0.8, pitch=140.0))
+    (expected,) = Transcriber(load_asr_checkpoint(both_families["asr"])).transcribe(
+        [heard_wave(clip, "clip")], ["English"]
+    )
+    client = openai.OpenAI(base_url=f"{cluster.base}/v1", api_key="unused", timeout=TIMEOUT)
+    whole = client.audio.transcriptions.create(model="whisper-1", file=("clip.wav", clip), language="en")
+    *deltas, done = client.audio.transcriptions.create(
+        model="gpt-4o-transcribe", file=("clip.wav", clip), language="en", stream=True
+    )
+    assert whole.text == expected.text and whole.usage.seconds == 1
+    assert deltas and all(event.type == "transcript.text.delta" for event in deltas)
+    assert done.type == "transcript.text.done" and done.text == expected.text
 
 
 def test_a_voice_uploaded_on_one_replica_is_spoken_by_another_and_deleted_from_a_third(cluster):
