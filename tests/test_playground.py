@@ -367,3 +367,15 @@ def test_a_recording_is_transcribed_as_it_is_decoded_with_its_words_on_the_wavef
     page.click("#transcribe")
     page.wait_for_function(f"() => {STATE}.transcription.done")
     assert page.evaluate(f"{STATE}.transcription.error") is None
+
+
+def test_a_server_of_recognisers_alone_shows_the_transcription_panel_only(both_families, open_page, reference):
+    with live_process("serve", both_families["asr"], env=ENV) as ear:
+        page = open_page(ear.base)
+        expect(page.locator("#transcription")).to_be_visible()
+        expect(page.locator("#speech")).to_be_hidden()
+        expect(page.locator("#library")).to_be_hidden()
+        page.set_input_files("#asr-file", str(reference))
+        page.click("#transcribe")
+        page.wait_for_function(f"() => {STATE}.transcription.done")
+        assert page.evaluate(f"{STATE}.transcription.error") is None

@@ -40,11 +40,17 @@ async function loadServer() {
     const [models, voiceList] = await Promise.all([api("v1/models"), api("v1/audio/voices")]);
     hosted = models.data.filter((model) => !model.alias_of && model.kind !== "asr"); // the speakers
     showTranscription(models.data);
-    state.model = hosted.find((model) => model.id === $("model").value) ?? hosted[0] ?? models.data[0];
+    state.model = hosted.find((model) => model.id === $("model").value) ?? hosted[0] ?? null;
     voices = voiceList.data;
   } catch (error) {
     $("model-info").textContent = "";
     showError("api-error", error.message);
+    return;
+  }
+  // A server of recognisers alone speaks nothing: no speech panel, no voice library.
+  $("speech").hidden = !state.model;
+  if (!state.model) {
+    $("library").hidden = true;
     return;
   }
   fillModels();
