@@ -233,6 +233,35 @@ def test_the_size_and_duration_limits_are_settings(both_families, clip):
     assert error["param"] == "file" and "lasts 1.2 s; this server transcribes at most 1 s" in error["message"]
 
 
+UPLOADS = {  # OpenAI's listed extensions (mpeg and mpga are MP3, mp4 and m4a AAC in MP4) and telephony WAV
+    "flac": ("flac", "flac", 22050),
+    "mp3": ("mp3", "libmp3lame", 44100),
+    "mpeg": ("mp3", "libmp3lame", 22050),
+    "mpga": ("mp3", "libmp3lame", 16000),
+    "mp4": ("mp4", "aac", 44100),
+    "m4a": ("mp4", "aac", 48000),
+    "ogg": ("ogg", "libopus", 48000),
+    "wav": ("wav", "pcm_s16le", 16000),
+    "webm": ("webm", "libopus", 48000),
+    "mulaw": ("wav", "pcm_mulaw", 8000),
+    "alaw": ("wav", "pcm_alaw", 8000),
+}
+
+
+def test_every_format_openai_lists_and_telephony_wav_are_read_by_their_bytes(server, transcriber):
+    """Each upload named `audio` with a generic content type, as clients that know neither send it: the text is
+    the offline transcript of the same bytes."""
+    heard = {}
+    with server.client(timeout=300) as http:
+        for name, (container, codec, rate) in UPLOADS.items():
+            audio = encode_with_pyav(voiced_glide(0.6, rate, pitch=150.0)[:, None], rate, container, codec)
+            upload = {"file": ("audio", audio, "application/octet-stream")}
+            answer = http.post("/v1/audio/transcriptions", data={"language": "en"}, files=upload)
+            heard[name] = (answer.status_code, answer.json().get("text"), offline(transcriber, audio, "English").text)
+    assert {name: status for name, (status, _, _) in heard.items()} == dict.fromkeys(UPLOADS, 200)
+    assert all(text == expected for _, text, expected in heard.values())
+
+
 def test_silence_is_transcribed_not_refused(server):
     buffer = io.BytesIO()
     sf.write(buffer, np.zeros(16000, np.float32), 16000, format="WAV")
