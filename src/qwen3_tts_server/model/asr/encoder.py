@@ -2,7 +2,8 @@
 convolutions, 13 tokens a second with positions restarting in every chunk, transformer layers attending within
 8 s blocks, then a projection to the decoder's width. One clip at a time, as the official code encodes them: a
 chunk's zero padding reaches its last tokens through the convolutions, so a clip's tokens depend on its own chunking
-only.
+only. Nothing crosses a block, so each block is encoded on its own (`encode_block`): a live stream's finished blocks
+are encoded once (`model/asr/streaming.py`).
 
 The blocks are the ones the official flash-attention and vLLM paths attend within. Its CPU path (sdpa) attends
 across the whole clip instead, so for clips over 8 s (104 tokens) the two official paths differ, and this one
@@ -84,20 +85,15 @@ class EncoderAttention(nn.Module):
         self.v_proj = nn.Linear(width, width)
         self.out_proj = nn.Linear(width, width)
 
-    def forward(self, hidden: torch.Tensor, blocks: list[int]) -> torch.Tensor:
-        """Bidirectional attention of [tokens, width] within consecutive blocks of the given lengths."""
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        """Bidirectional attention of [tokens, width] (one attention block's tokens)."""
         tokens, width = hidden.shape
 
         def heads_first(states: torch.Tensor) -> torch.Tensor:
             return states.reshape(tokens, self.heads, -1).transpose(0, 1).unsqueeze(0)
 
         query, key, value = (heads_first(projection(hidden)) for projection in (self.q_proj, self.k_proj, self.v_proj))
-        scale = (width // self.heads) ** -0.5
-        outputs = [
-            F.scaled_dot_product_attention(q, k, v, scale=scale)
-            for q, k, v in zip(query.split(blocks, 2), key.split(blocks, 2), value.split(blocks, 2), strict=True)
-        ]
-        attended = outputs[0] if len(outputs) == 1 else torch.cat(outputs, dim=2)
+        attended = F.scaled_dot_product_attention(query, key, value, scale=(width // self.heads) ** -0.5)
         return self.out_proj(attended.squeeze(0).transpose(0, 1).reshape(tokens, width))
 
 
@@ -110,8 +106,8 @@ class EncoderLayer(nn.Module):
         self.fc2 = nn.Linear(config.ffn, config.width)
         self.final_layer_norm = nn.LayerNorm(config.width)
 
-    def forward(self, hidden: torch.Tensor, blocks: list[int]) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden), blocks)
+    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden))
         hidden = hidden + self.fc2(F.gelu(self.fc1(self.final_layer_norm(hidden))))
         if hidden.dtype == torch.float16:  # as the official layer keeps float16 finite
             limit = torch.finfo(torch.float16).max - 1000
@@ -136,12 +132,21 @@ class AudioEncoder(nn.Module):
         self.proj2 = nn.Linear(config.width, config.output_width)
         self.register_buffer("positions", sinusoid_positions(config.max_positions, config.width), persistent=False)
 
+    @property
+    def block_frames(self) -> int:
+        """Mel frames of an attention block (8 s): whole chunks, each block encoded on its own."""
+        return self.config.chunk_frames * (self.config.window_infer // self.config.chunk_frames)
+
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """[mel bins, frames] of one clip -> [audio_tokens(frames), output width]."""
-        size = self.config.chunk_frames
-        chunks = list(features.T.split(size))  # [frames, mel] pieces; the last may be shorter
-        longest = max(len(chunk) for chunk in chunks)  # a clip over one chunk pads its tail chunk to a whole one
-        padded = torch.stack([F.pad(chunk, (0, 0, 0, longest - len(chunk))) for chunk in chunks])
+        """[mel bins, frames] of one clip -> [audio_tokens(frames), output width], an attention block at a time
+        (nothing crosses a block: its chunks' convolutions and its attention are its own)."""
+        pad_to = min(features.shape[1], self.config.chunk_frames)  # a clip over one chunk pads its tail to a whole one
+        return torch.cat([self.encode_block(block, pad_to) for block in features.split(self.block_frames, dim=1)])
+
+    def encode_block(self, features: torch.Tensor, pad_to: int) -> torch.Tensor:
+        """[mel bins, frames] of one attention block, its chunks zero-padded to `pad_to` frames -> its tokens."""
+        chunks = list(features.T.split(self.config.chunk_frames))  # [frames, mel] pieces; the last may be shorter
+        padded = torch.stack([F.pad(chunk, (0, 0, 0, pad_to - len(chunk))) for chunk in chunks])
         hidden = padded.transpose(1, 2).unsqueeze(1)  # [chunks, 1, mel, frames]
         for conv in (self.conv2d1, self.conv2d2, self.conv2d3):
             hidden = F.gelu(conv(hidden))
@@ -149,8 +154,6 @@ class AudioEncoder(nn.Module):
         hidden = self.conv_out(hidden.permute(0, 3, 1, 2).reshape(count, steps, channels * bands))
         hidden = hidden + self.positions[:steps].to(hidden.dtype)
         hidden = torch.cat([tokens[: chunk_tokens(len(chunk))] for tokens, chunk in zip(hidden, chunks, strict=True)])
-        block = steps * (self.config.window_infer // size)  # 8 s of tokens (fewer for a clip under a chunk)
-        blocks = [block] * (len(hidden) // block) + ([len(hidden) % block] if len(hidden) % block else [])
         for layer in self.layers:
-            hidden = layer(hidden, blocks)
+            hidden = layer(hidden)
         return self.proj2(F.gelu(self.proj1(self.ln_post(hidden))))
