@@ -136,6 +136,19 @@ class KVCache:
         self.k = F.pad(self.k, (0, 0, 0, pad))
         self.v = F.pad(self.v, (0, 0, 0, pad))
 
+    def copy_row(self, source: KVCache, source_row: int, row: int, length: int) -> None:
+        """Row `row` becomes the first `length` positions of `source`'s row `source_row` (a cached prompt)."""
+        self.ensure_capacity(length)
+        self.k[:, row, :, :length] = source.k[:, source_row, :, :length]
+        self.v[:, row, :, :length] = source.v[:, source_row, :, :length]
+        self.length[row] = length
+        self.lengths[row] = length
+
+    def cut(self, row: int, length: int) -> None:
+        """Row `row` keeps its first `length` positions; what follows is written over."""
+        self.length[row] = length
+        self.lengths[row] = length
+
     def row_index(self, rows: slice | torch.Tensor) -> torch.Tensor:
         """`rows` (indices, or a slice) as a tensor of row indices."""
         if isinstance(rows, torch.Tensor):
@@ -328,19 +341,27 @@ class DecoderStack(nn.Module):
     def prefill(self, x: torch.Tensor, cache: KVCache, rows: slice) -> torch.Tensor:
         """Run whole prompts x (B, T, hidden) of equal length causally from position 0, storing their
         keys/values in the B cache rows `rows`."""
+        return self.extend(x, cache, rows, 0)
+
+    def extend(self, x: torch.Tensor, cache: KVCache, rows: slice, start: int) -> torch.Tensor:
+        """Run x (B, T, hidden) causally at positions `start`.. of the B cache rows `rows`, attending over their
+        first `start` positions too (a prompt whose beginning is cached already), and store its keys/values."""
         t = x.shape[1]
-        cache.ensure_capacity(t)
-        cos, sin = self.rotary.span(0, t, self.rotary_dtype(x.dtype))
-        mask = torch.ones(t, t, dtype=torch.bool, device=x.device).tril()
+        end = start + t
+        cache.ensure_capacity(end)
+        cos, sin = self.rotary.span(start, end, self.rotary_dtype(x.dtype))
+        mask = torch.ones(t, end, dtype=torch.bool, device=x.device).tril(diagonal=start)
         regions = self.regions if self.prefill_in_step else EAGER_REGIONS
         for i, layer in enumerate(self.layers):
             q, k, v = regions.before(layer, x, cos, sin)
-            cache.k[i, rows, :, :t] = k
-            cache.v[i, rows, :, :t] = v
+            cache.k[i, rows, :, start:end] = k
+            cache.v[i, rows, :, start:end] = v
+            if start:
+                k, v = cache.k[i, rows, :, :end], cache.v[i, rows, :, :end]
             x = regions.after(layer, x, layer.self_attn.mix(q, k, v, mask))
-        cache.length[rows] = t
+        cache.length[rows] = end
         for row in range(len(cache.lengths))[rows]:
-            cache.lengths[row] = t
+            cache.lengths[row] = end
         return self.norm(x)
 
     def decode(self, x: torch.Tensor, cache: KVCache, rows: slice | torch.Tensor, span: int) -> torch.Tensor:

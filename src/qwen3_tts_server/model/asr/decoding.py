@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import nn
 
+from ..layers import KVCache
 from .decoder import AsrDecoder
 
 INITIAL_CAPACITY = 256  # cache positions per row to start with; the cache doubles when a row needs more
@@ -26,6 +27,15 @@ class DecodingRow:
     generator: torch.Generator | None = None  # a sampling row's
     finished: bool = False
     stopped: bool = False  # finished on a stop token (not by its budget)
+
+
+@dataclass(frozen=True)
+class CachedPrompt:
+    """The keys and values of a prompt's first `length` positions, in row 0 of their own cache (a live stream's
+    instructions and finished audio): a row joining after them prefills only the rest."""
+
+    cache: KVCache
+    length: int
 
 
 @dataclass(frozen=True)
@@ -67,10 +77,16 @@ class GreedyRows:
 
     @torch.inference_mode()
     def join(
-        self, prompt: torch.Tensor, budget: int, temperature: float = 0.0, seed: int | None = None
+        self,
+        prompt: torch.Tensor,
+        budget: int,
+        temperature: float = 0.0,
+        seed: int | None = None,
+        after: CachedPrompt | None = None,
     ) -> tuple[int, Emitted]:
         """A row for an embedded prompt [tokens, hidden] that may add up to `budget` tokens, greedy or sampled at
-        `temperature` (from `seed`, else a random one): its id, and its first token (from the prompt's prefill)."""
+        `temperature` (from `seed`, else a random one): its id, and its first token (from the prompt's prefill).
+        With `after`, `prompt` is what follows that cached beginning."""
         if budget < 1:
             raise ValueError("a row's budget is at least one token")
         if temperature < 0:
@@ -85,7 +101,11 @@ class GreedyRows:
             generator.manual_seed(seed) if seed is not None else generator.seed()
         row = DecodingRow(slot=slot, budget=budget, temperature=temperature, generator=generator)
         self.rows[row_id] = row
-        hidden = self.decoder.prefill(prompt[None].to(self.dtype), self.cache, slice(slot, slot + 1))[:, -1]
+        start = 0
+        if after is not None:
+            self.cache.copy_row(after.cache, 0, slot, after.length)
+            start = after.length
+        hidden = self.decoder.extend(prompt[None].to(self.dtype), self.cache, slice(slot, slot + 1), start)[:, -1]
         return row_id, self._record(row_id, row, *self._choose(hidden, [row])[0])
 
     def _record(self, row_id: int, row: DecodingRow, token: int, logprob: float) -> Emitted:

@@ -137,8 +137,9 @@ class Transcriber:
         features = log_mel(torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)).to(checkpoint.device))
         return checkpoint.encoder(features.to(checkpoint.dtype))
 
-    def prompt_ids(self, context: str, language: str | None, audio_tokens: int) -> torch.Tensor:
-        ids = self.model.tokenizer.encode(prompt_text(context, language, audio_tokens))
+    def prompt_ids(self, context: str, language: str | None, audio_tokens: int, prefix: str = "") -> torch.Tensor:
+        """The prompt's ids, the assistant's answer begun with `prefix` (a live stream's text so far)."""
+        ids = self.model.tokenizer.encode(prompt_text(context, language, audio_tokens) + prefix)
         return torch.tensor(ids, device=self.model.device)
 
     @torch.inference_mode()

@@ -1,0 +1,207 @@
+"""Live recognition of one utterance as the official streaming algorithm defines it (qwen-asr 0.0.6,
+`Qwen3ASRModel.streaming_transcribe`, on its vLLM backend only): the audio is taken in chunks of 2 s, and at every
+chunk all the audio heard so far is transcribed again, the answer begun with a text prefix: none for the first two
+chunks, then the previous output less its last five tokens (more while the cut splits a character). `finish`
+flushes a tail shorter than a chunk the same way (keeping at least one token). After each pass the output is read
+as a transcription (its language and text).
+
+The official code pays for all the audio heard at every pass, so each costs more than the last. `IncrementalPasses`
+computes the same passes without recomputing what has not changed: the encoder's output for an 8 s block whose
+features are bitwise the same as when it was encoded (the log-mel floor follows the loudest frame so far, so a
+louder frame can change earlier ones: they are compared, never assumed), and the decoder's keys and values of the
+prompt's beginning and of those blocks. Only the open block, the prompt's end and the text prefix are computed at
+every pass. `RecomputedPasses` computes everything at every pass, as the official code does: the reference the
+incremental passes are tested against."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Protocol
+
+import numpy as np
+import torch
+
+from .decoding import INITIAL_CAPACITY, CachedPrompt, GreedyRows
+from .encoder import audio_tokens
+from .mel import HOP, N_FFT, SAMPLE_RATE, log_mel
+from .transcriber import MIN_SAMPLES, Transcriber, part_budget
+from .transcript import parse_transcript
+
+
+@dataclass(frozen=True)
+class StreamingSettings:
+    """The official algorithm's parameters (its defaults), and each pass's token budget."""
+
+    chunk_seconds: float = 2.0
+    unfixed_chunks: int = 2  # passes without a text prefix
+    unfixed_tokens: int = 5  # tokens of the previous output left out of the prefix
+    max_new_tokens: int | None = None  # a pass's budget; None: `part_budget` of the audio heard
+
+    @property
+    def chunk_samples(self) -> int:
+        return max(1, round(self.chunk_seconds * SAMPLE_RATE))
+
+
+class Passes(Protocol):
+    language: str | None  # forced (an official name); None: identified
+
+    def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
+        """The tokens generated for all the audio heard, the answer begun with `prefix`."""
+
+
+def text_prefix(transcriber: Transcriber, output: str, unfixed_tokens: int, final: bool) -> str:
+    """The previous output re-encoded, less its last `unfixed_tokens` tokens: more while the cut leaves a partial
+    character; at the final flush exactly that many, but at least one token kept."""
+    tokenizer = transcriber.model.tokenizer
+    ids = tokenizer.encode(output)
+    if final:
+        return tokenizer.decode(ids[: max(1, len(ids) - unfixed_tokens)])
+    for end in range(len(ids) - unfixed_tokens, 0, -1):
+        prefix = tokenizer.decode(ids[:end])
+        if "\ufffd" not in prefix:
+            return prefix
+    return ""
+
+
+def decode_alone(rows: GreedyRows, prompt: torch.Tensor, budget: int, after: CachedPrompt | None = None) -> list[int]:
+    """One row's tokens, decoded to its end."""
+    row, first = rows.join(prompt, budget, after=after)
+    tokens, finished = [first.token], first.finished
+    while not finished:
+        (emitted,) = rows.step()
+        tokens.append(emitted.token)
+        finished = emitted.finished
+    return tokens
+
+
+@dataclass
+class LiveUtterance:
+    """One utterance through the official algorithm: `feed` 16 kHz mono float samples, `finish` at its end; after
+    each pass, `language` and `text` are the transcription so far."""
+
+    transcriber: Transcriber
+    passes: Passes
+    settings: StreamingSettings = field(default_factory=StreamingSettings)
+    heard: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
+    chunks: int = 0  # passes run
+    output: str = ""  # the last pass's prefix and generated text, as decoded
+    heard_language: str = ""
+    text: str = ""
+
+    def feed(self, samples: np.ndarray) -> int:
+        """Run a pass for every whole chunk the samples complete; how many ran."""
+        self.pending = np.concatenate([self.pending, np.asarray(samples, np.float32).reshape(-1)])
+        size = self.settings.chunk_samples
+        ran = 0
+        while len(self.pending) >= size:
+            chunk, self.pending = self.pending[:size], self.pending[size:]
+            self._pass(chunk, final=False)
+            ran += 1
+        return ran
+
+    def finish(self) -> None:
+        """The tail shorter than a chunk, if any, in a last pass."""
+        if len(self.pending):
+            tail, self.pending = self.pending, np.zeros(0, np.float32)
+            self._pass(tail, final=True)
+
+    def _pass(self, audio: np.ndarray, final: bool) -> None:
+        self.heard = np.concatenate([self.heard, audio])
+        prefix = ""
+        if self.chunks >= self.settings.unfixed_chunks:
+            prefix = text_prefix(self.transcriber, self.output, self.settings.unfixed_tokens, final)
+        self.chunks += 1
+        if len(self.heard) < MIN_SAMPLES:  # not one feature frame yet: nothing heard
+            return
+        budget = self.settings.max_new_tokens or part_budget(len(self.heard))
+        generated = self.passes.run(self.heard, prefix, budget)
+        self.output = prefix + self.transcriber.model.tokenizer.decode(generated, skip_special=True)
+        self.heard_language, self.text = parse_transcript(self.output, self.passes.language)
+
+
+class RecomputedPasses:
+    """Every pass computed from nothing, as the official code runs it."""
+
+    def __init__(self, transcriber: Transcriber, context: str = "", language: str | None = None):
+        self.transcriber, self.context, self.language = transcriber, context, language
+
+    def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
+        model = self.transcriber.model
+        audio = self.transcriber.encode(model, heard)
+        ids = self.transcriber.prompt_ids(self.context, self.language, len(audio), prefix)
+        prompt = model.decoder.embed_prompt(ids, audio, model.tokens.audio_pad)
+        return decode_alone(self.transcriber.rows(1), prompt, budget)
+
+
+@dataclass
+class _Block:
+    features: torch.Tensor  # [mel bins, block frames], as encoded
+    tokens: torch.Tensor  # its encoder output
+
+
+class IncrementalPasses:
+    """The same passes, reusing the encoder output of unchanged finished blocks and the decoder's keys and values of
+    the prompt's beginning and of those blocks. `encoded_blocks` and `prefilled` count the work done."""
+
+    def __init__(self, transcriber: Transcriber, context: str = "", language: str | None = None):
+        self.transcriber, self.context, self.language = transcriber, context, language
+        model = transcriber.model
+        ids = transcriber.prompt_ids(context, language, 1).tolist()
+        self.head = ids[: ids.index(model.tokens.audio_pad)]  # the prompt up to its first audio token
+        dtype, device = model.decoder.norm.weight.dtype, model.device
+        self.stored = model.decoder.new_cache(1, INITIAL_CAPACITY, dtype, device)  # the head, then stored blocks
+        self.stored_blocks = 0
+        self.blocks: list[_Block] = []  # the finished blocks' encodings, in order
+        self.encoded_blocks = 0  # blocks encoded, since the start
+        self.prefilled = 0  # prompt positions run through the decoder, since the start
+
+    @torch.inference_mode()
+    def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
+        model = self.transcriber.model
+        audio = self._encode(heard)
+        self._store()
+        block_tokens = audio_tokens(model.encoder.block_frames)
+        reused = len(self.head) + self.stored_blocks * block_tokens
+        ids = self.transcriber.prompt_ids(self.context, self.language, len(audio), prefix)
+        rest = model.decoder.embed_prompt(ids[reused:], audio[reused - len(self.head) :], model.tokens.audio_pad)
+        self.prefilled += len(rest)
+        rows = self.transcriber.rows(1)
+        return decode_alone(rows, rest, budget, after=CachedPrompt(self.stored, reused))
+
+    def _encode(self, heard: np.ndarray) -> torch.Tensor:
+        """All the audio heard, encoded: finished blocks whose features are unchanged taken as they were."""
+        model = self.transcriber.model
+        encoder, size = model.encoder, model.encoder.block_frames
+        features = log_mel(torch.from_numpy(heard).to(model.device)).to(model.dtype)
+        pieces = list(features.split(size, dim=1))
+        kept = 0
+        while kept < min(len(self.blocks), len(pieces)) and torch.equal(self.blocks[kept].features, pieces[kept]):
+            kept += 1
+        del self.blocks[kept:]
+        if self.stored_blocks > kept:
+            self.stored.cut(0, len(self.head) + kept * audio_tokens(size))
+            self.stored_blocks = kept
+        final_frames = (len(heard) - N_FFT // 2) // HOP + 1  # frames whose window lies within the audio heard
+        pad_to = min(features.shape[1], encoder.config.chunk_frames)
+        encoded = [block.tokens for block in self.blocks]
+        for index in range(kept, len(pieces)):
+            tokens = encoder.encode_block(pieces[index], pad_to)
+            self.encoded_blocks += 1
+            encoded.append(tokens)
+            if (index + 1) * size <= final_frames:  # finished: kept for reuse (finished blocks come first)
+                self.blocks.append(_Block(pieces[index], tokens))
+        return torch.cat(encoded)
+
+    def _store(self) -> None:
+        """The head and every kept block, in the stored keys and values."""
+        model = self.transcriber.model
+        pad, device = model.tokens.audio_pad, self.stored.k.device
+        pieces = [] if self.stored.lengths[0] else [(torch.tensor(self.head, device=device), torch.zeros(0, 1))]
+        for block in self.blocks[self.stored_blocks :]:
+            pieces.append((torch.full((len(block.tokens),), pad, device=device), block.tokens))
+            self.stored_blocks += 1
+        for ids, audio in pieces:  # embedded as in a whole prompt (`embed_prompt`)
+            embedded = model.decoder.embed_prompt(ids, audio, pad)[None].to(self.stored.k.dtype)
+            model.decoder.extend(embedded, self.stored, slice(0, 1), self.stored.lengths[0])
+            self.prefilled += len(ids)
