@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -20,6 +21,7 @@ from qwen3_tts_server.errors import (
     TranscriptionFailedError,
 )
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 from qwen3_tts_server.testing.signals import voiced_glide
@@ -81,6 +83,49 @@ def test_parts_side_by_side_get_the_tokens_each_gets_alone(transcriber):
         assert stopped or len(tokens) == part.budget
         assert 0 <= tokens[0].queue_seconds <= tokens[0].elapsed_seconds <= tokens[-1].elapsed_seconds
     assert engine.idle and engine.rows.free_slots == 3
+
+
+def test_live_passes_decode_in_the_engine_beside_uploads_as_they_do_alone(transcriber):
+    """A live utterance's passes (their prompts after the stored beginning, made on admission) share the engine's
+    rows with uploads: each pass's text is the one the utterance gives when it runs its passes alone, and the
+    uploads' tokens are theirs alone."""
+    wave = voiced_glide(11.0, pitch=140.0)
+    settings = StreamingSettings(max_new_tokens=6)
+    alone_utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber), settings)
+    expected = []
+    for start in range(0, len(wave), 32000):
+        if alone_utterance.feed(wave[start : start + 32000]):
+            expected.append(alone_utterance.output)
+    alone_utterance.finish()
+    expected.append(alone_utterance.output)
+    live = LiveUtterance(transcriber, IncrementalPasses(transcriber), settings)
+    uploads = [job(*spec) for spec in PARTS[:3]]
+    engine = RecognitionEngine(transcriber, max_batch_size=3).start()
+
+    def submitted(step) -> TranscriptionJob:
+        prepare = functools.partial(live.passes.prepare, step.heard, step.prefix)
+        return TranscriptionJob(step.heard, max_new_tokens=step.budget, interactive=True, prompt=lambda _: prepare())
+
+    async def session() -> list[str]:
+        outputs = []
+        for start in [*range(0, len(wave), 32000), None]:
+            if start is not None:
+                live.take(wave[start : start + 32000])
+            while (step := live.next_pass(final=start is None)) is not None:
+                live.passed(step, [token.token for token in await collect(engine.submit(submitted(step)))])
+                outputs.append(live.output)
+        return outputs
+
+    async def scenario():
+        return await asyncio.gather(session(), *(collect(engine.submit(part)) for part in uploads))
+
+    try:
+        outputs, *results = asyncio.run(scenario())
+    finally:
+        engine.stop()
+    assert outputs == expected and len(outputs) == 6
+    for part, tokens in zip(uploads, results, strict=True):
+        assert [token.token for token in tokens] == alone(transcriber, part)
 
 
 def test_a_stop_token_ends_a_part_before_its_budget(transcriber):

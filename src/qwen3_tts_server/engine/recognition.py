@@ -14,6 +14,7 @@ import asyncio
 import logging
 import os
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -21,7 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import TranscriptionFailedError, TTSError
-from ..model.asr.decoding import Emitted, GreedyRows
+from ..model.asr.decoding import CachedPrompt, Emitted, GreedyRows
 from ..model.asr.loading import load_asr_checkpoint
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import Transcriber, check_length, part_budget
@@ -46,6 +47,9 @@ class TranscriptionJob:
     interactive: bool = False  # live sessions are admitted before uploads
     continuation: bool = False  # a later part of a request under way: never refused, admitted first
     timeout: float | None = None  # seconds from submission, when submitted without a RequestClock
+    # A live pass's prompt, made on admission on the engine thread for the model it holds: the prompt after a cached
+    # beginning, and that beginning (`IncrementalPasses.prepare`). None: the part's own prompt, from `wave`.
+    prompt: Callable[[Transcriber], tuple[torch.Tensor, CachedPrompt]] | None = None
 
     @property
     def budget(self) -> int:
@@ -166,8 +170,11 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
 
     def _prefill(self, model: Transcriber, handle: _Handle) -> None:
         job = handle.job
-        prompt = model.embedded_prompt(job.wave, job.context, job.language)
-        row, first = self.rows.join(prompt, job.budget, job.temperature)
+        if job.prompt is not None:
+            prompt, after = job.prompt(model)
+        else:
+            prompt, after = model.embedded_prompt(job.wave, job.context, job.language), None
+        row, first = self.rows.join(prompt, job.budget, job.temperature, after=after)
         handle.row, handle.admitted = row, time.monotonic()
         self._active[row] = handle
         self._deliver([first])

@@ -63,7 +63,7 @@ def text_prefix(transcriber: Transcriber, output: str, unfixed_tokens: int, fina
     return ""
 
 
-def decode_alone(rows: GreedyRows, prompt: torch.Tensor, budget: int, after: CachedPrompt | None = None) -> list[int]:
+def decode_alone(rows: GreedyRows, prompt: torch.Tensor, after: CachedPrompt | None, budget: int) -> list[int]:
     """One row's tokens, decoded to its end."""
     row, first = rows.join(prompt, budget, after=after)
     tokens, finished = [first.token], first.finished
@@ -74,50 +74,72 @@ def decode_alone(rows: GreedyRows, prompt: torch.Tensor, budget: int, after: Cac
     return tokens
 
 
+@dataclass(frozen=True)
+class Pass:
+    """One pass to run: all the audio heard, the text the answer begins with, the token budget."""
+
+    heard: np.ndarray
+    prefix: str
+    budget: int
+
+
 @dataclass
 class LiveUtterance:
     """One utterance through the official algorithm: `feed` 16 kHz mono float samples, `finish` at its end; after
-    each pass, `language` and `text` are the transcription so far."""
+    each pass, `heard_language` and `text` are the transcription so far. A caller that runs passes itself (the
+    engine) takes them with `next_pass` and hands back their tokens with `passed`."""
 
     transcriber: Transcriber
     passes: Passes
     settings: StreamingSettings = field(default_factory=StreamingSettings)
     heard: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
     pending: np.ndarray = field(default_factory=lambda: np.zeros(0, np.float32))
-    chunks: int = 0  # passes run
+    chunks: int = 0  # passes begun
     output: str = ""  # the last pass's prefix and generated text, as decoded
     heard_language: str = ""
     text: str = ""
 
-    def feed(self, samples: np.ndarray) -> int:
-        """Run a pass for every whole chunk the samples complete; how many ran."""
+    def take(self, samples: np.ndarray) -> None:
         self.pending = np.concatenate([self.pending, np.asarray(samples, np.float32).reshape(-1)])
+
+    def next_pass(self, final: bool = False) -> Pass | None:
+        """The pass of the next whole chunk, else (with `final`) of the tail shorter than a chunk, its audio moved
+        from pending to heard; None when there is none to run."""
         size = self.settings.chunk_samples
-        ran = 0
-        while len(self.pending) >= size:
-            chunk, self.pending = self.pending[:size], self.pending[size:]
-            self._pass(chunk, final=False)
-            ran += 1
-        return ran
-
-    def finish(self) -> None:
-        """The tail shorter than a chunk, if any, in a last pass."""
-        if len(self.pending):
-            tail, self.pending = self.pending, np.zeros(0, np.float32)
-            self._pass(tail, final=True)
-
-    def _pass(self, audio: np.ndarray, final: bool) -> None:
-        self.heard = np.concatenate([self.heard, audio])
+        if len(self.pending) >= size:
+            final = False
+        elif final and len(self.pending):
+            size = len(self.pending)
+        else:
+            return None
+        chunk, self.pending = self.pending[:size], self.pending[size:]
+        self.heard = np.concatenate([self.heard, chunk])
         prefix = ""
         if self.chunks >= self.settings.unfixed_chunks:
             prefix = text_prefix(self.transcriber, self.output, self.settings.unfixed_tokens, final)
         self.chunks += 1
         if len(self.heard) < MIN_SAMPLES:  # not one feature frame yet: nothing heard
-            return
-        budget = self.settings.max_new_tokens or part_budget(len(self.heard))
-        generated = self.passes.run(self.heard, prefix, budget)
-        self.output = prefix + self.transcriber.model.tokenizer.decode(generated, skip_special=True)
+            return None
+        return Pass(self.heard, prefix, self.settings.max_new_tokens or part_budget(len(self.heard)))
+
+    def passed(self, done: Pass, generated: list[int]) -> None:
+        """A pass's generated tokens: the transcription so far."""
+        self.output = done.prefix + self.transcriber.model.tokenizer.decode(generated, skip_special=True)
         self.heard_language, self.text = parse_transcript(self.output, self.passes.language)
+
+    def feed(self, samples: np.ndarray) -> int:
+        """Run a pass for every whole chunk the samples complete; how many ran."""
+        self.take(samples)
+        ran = 0
+        while (step := self.next_pass()) is not None:
+            self.passed(step, self.passes.run(step.heard, step.prefix, step.budget))
+            ran += 1
+        return ran
+
+    def finish(self) -> None:
+        """The tail shorter than a chunk, if any, in a last pass."""
+        while (step := self.next_pass(final=True)) is not None:
+            self.passed(step, self.passes.run(step.heard, step.prefix, step.budget))
 
 
 class RecomputedPasses:
@@ -131,7 +153,7 @@ class RecomputedPasses:
         audio = self.transcriber.encode(model, heard)
         ids = self.transcriber.prompt_ids(self.context, self.language, len(audio), prefix)
         prompt = model.decoder.embed_prompt(ids, audio, model.tokens.audio_pad)
-        return decode_alone(self.transcriber.rows(1), prompt, budget)
+        return decode_alone(self.transcriber.rows(1), prompt, None, budget)
 
 
 @dataclass
@@ -156,18 +178,21 @@ class IncrementalPasses:
         self.encoded_blocks = 0  # blocks encoded, since the start
         self.prefilled = 0  # prompt positions run through the decoder, since the start
 
-    @torch.inference_mode()
     def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
+        return decode_alone(self.transcriber.rows(1), *self.prepare(heard, prefix), budget)
+
+    @torch.inference_mode()
+    def prepare(self, heard: np.ndarray, prefix: str) -> tuple[torch.Tensor, CachedPrompt]:
+        """What a row joins with for this pass: the prompt after the stored beginning, embedded, and that
+        beginning (a row of the engine's `GreedyRows` joins with them as with any prompt)."""
         model = self.transcriber.model
         audio = self._encode(heard)
         self._store()
-        block_tokens = audio_tokens(model.encoder.block_frames)
-        reused = len(self.head) + self.stored_blocks * block_tokens
+        reused = len(self.head) + self.stored_blocks * audio_tokens(model.encoder.block_frames)
         ids = self.transcriber.prompt_ids(self.context, self.language, len(audio), prefix)
         rest = model.decoder.embed_prompt(ids[reused:], audio[reused - len(self.head) :], model.tokens.audio_pad)
         self.prefilled += len(rest)
-        rows = self.transcriber.rows(1)
-        return decode_alone(rows, rest, budget, after=CachedPrompt(self.stored, reused))
+        return rest, CachedPrompt(self.stored, reused)
 
     def _encode(self, heard: np.ndarray) -> torch.Tensor:
         """All the audio heard, encoded: finished blocks whose features are unchanged taken as they were."""
