@@ -97,6 +97,13 @@ class PendingTextLimitError(InvalidInputError):
     code = "pending_text_limit"
 
 
+class PendingAudioLimitError(InvalidInputError):
+    """Audio arrives faster than a live session transcribes it: more than its bound waits for its passes."""
+
+    status = 429
+    code = "pending_audio_limit"
+
+
 class UnsupportedMediaError(InvalidInputError):
     """Uploaded bytes are not audio in a format this server can decode."""
 

@@ -1,0 +1,227 @@
+"""A live recognition session: audio in as it arrives (float samples at any rate), a partial transcript after every
+pass of the official streaming algorithm (`model/asr/streaming.py`) and a final one at the end of each utterance.
+
+An utterance ends when the client commits it or, with voice activity on (`audio/voice_activity.py`), when speech
+stops; the next one starts a fresh window, so a session of any length costs the same per chunk. With voice activity
+on, audio outside speech costs no recognition work: an utterance starts where speech starts (its prefix padding
+included). Each pass runs in the recognition engine beside uploads and other sessions, admitted before uploads;
+a session's passes run in order, one at a time, and the audio waiting for them is bounded (`max_pending_seconds`,
+then `PendingAudioLimitError`): nothing is dropped."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+import soxr
+
+from ..audio.voice_activity import VoiceActivity, VoiceActivitySettings
+from ..engine.recognition import TRANSCRIPTION_FAILED, RecognitionEngine, TranscriptionJob
+from ..errors import PendingAudioLimitError, TranscriptionFailedError, TTSError
+from ..model.asr.mel import SAMPLE_RATE
+from ..model.asr.streaming import IncrementalPasses, LiveUtterance, Pass, StreamingSettings
+from ..model.asr.transcriber import Transcriber
+
+log = logging.getLogger(__name__)
+KEPT_BEFORE_SPEECH = 2.0  # seconds of audio outside speech kept, from which an utterance's prefix padding is taken
+
+
+@dataclass(frozen=True)
+class LiveTranscript:
+    """An utterance's transcription so far (`final`: its last)."""
+
+    utterance: int  # 0 for the session's first
+    text: str
+    language: str
+    final: bool
+
+
+@dataclass(frozen=True)
+class SpeechBoundary:
+    """Voice activity: speech started or stopped, `seconds` into the session's audio."""
+
+    utterance: int
+    kind: Literal["started", "stopped"]
+    seconds: float
+
+
+LiveEvent = LiveTranscript | SpeechBoundary | TTSError
+
+
+class LiveSession:
+    """One live stream. `append` audio, `commit` to end the utterance, `clear` to drop it, `close` at the end; read
+    `events` (a queue ending with None after `close`)."""
+
+    def __init__(
+        self,
+        engine: RecognitionEngine,
+        rate: int = SAMPLE_RATE,
+        language: str | None = None,
+        context: str = "",
+        voice_activity: VoiceActivitySettings | None = None,
+        max_pending_seconds: float = 30.0,
+        streaming: StreamingSettings | None = None,
+    ):
+        self.engine, self.rate, self.language, self.context = engine, rate, language, context
+        self.voice_activity = VoiceActivity(voice_activity) if voice_activity is not None else None
+        self.max_pending_seconds = max_pending_seconds
+        self.streaming = streaming or StreamingSettings()
+        self.events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
+        self.utterances = 0  # utterances begun
+        self._actions: asyncio.Queue[tuple[str, np.ndarray | None]] = asyncio.Queue()
+        self._pending_samples = 0  # appended at `rate`, not yet taken by the worker
+        self._resampler = self._new_resampler()
+        self._transcriber: Transcriber | None = None
+        self._utterance: LiveUtterance | None = None
+        self._passes: IncrementalPasses | None = None
+        self._audio = np.zeros(0, np.float32)  # the session's recent 16 kHz audio, from sample `_base`
+        self._base = 0
+        self._given = 0  # audio up to here is the current utterance's (or was left out of any)
+        self._worker: asyncio.Task | None = None
+
+    def _new_resampler(self) -> soxr.ResampleStream | None:
+        return soxr.ResampleStream(self.rate, SAMPLE_RATE, 1, quality="HQ") if self.rate != SAMPLE_RATE else None
+
+    async def start(self) -> LiveSession:
+        """Load the model if needed, then take audio."""
+        self._transcriber = await self.engine.models.get_async()
+        self._worker = asyncio.create_task(self._work())
+        return self
+
+    def append(self, samples: np.ndarray) -> None:
+        """Queue mono float samples at the session's rate. Past `max_pending_seconds` waiting: refused, the session
+        going on with what it holds."""
+        if (self._pending_samples + len(samples)) / self.rate > self.max_pending_seconds:
+            raise PendingAudioLimitError(
+                f"audio arrives faster than it is transcribed: {self.max_pending_seconds:g} s already wait"
+            )
+        self._pending_samples += len(samples)
+        self._actions.put_nowait(("audio", np.asarray(samples, np.float32)))
+
+    def commit(self) -> None:
+        """End the current utterance: its final transcript follows its last pass."""
+        self._actions.put_nowait(("commit", None))
+
+    def clear(self) -> None:
+        """Drop the current utterance's audio, passed and pending (no final is sent for it)."""
+        self._actions.put_nowait(("clear", None))
+
+    async def close(self) -> None:
+        """Commit what is held, wait for its final transcript, and end `events`."""
+        self._actions.put_nowait(("close", None))
+        if self._worker is not None:
+            await asyncio.shield(self._worker)
+
+    async def cancel(self) -> None:
+        """Stop at once (the client left): nothing more is sent."""
+        if self._worker is not None:
+            self._worker.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._worker
+
+    # -- the worker: one action at a time, in order ------------------------------------------------------------
+
+    async def _work(self) -> None:
+        try:
+            while True:
+                action, samples = await self._actions.get()
+                if action == "audio":
+                    assert samples is not None
+                    self._pending_samples -= len(samples)
+                    await self._hear(self._resampled(samples, last=False))
+                elif action == "clear":
+                    self._utterance, self._passes = None, None
+                    self._given = self._base + len(self._audio)
+                else:
+                    await self._hear(self._resampled(np.zeros(0, np.float32), last=True))
+                    self._resampler = self._new_resampler()
+                    await self._end_utterance()
+                    if action == "close":
+                        return
+        except Exception:
+            log.exception("a live session failed")
+            self._emit(TranscriptionFailedError(TRANSCRIPTION_FAILED))
+        finally:
+            self.events.put_nowait(None)
+
+    def _resampled(self, samples: np.ndarray, last: bool) -> np.ndarray:
+        if self._resampler is None:
+            return samples
+        return self._resampler.resample_chunk(samples, last=last).astype(np.float32, copy=False)
+
+    async def _hear(self, samples: np.ndarray) -> None:
+        """Voice activity over the new audio, the utterance given what is its, its passes run."""
+        start = self._base + len(self._audio)
+        self._audio = np.concatenate([self._audio, samples])
+        boundaries = self.voice_activity.feed(samples) if self.voice_activity is not None else []
+        if self.voice_activity is None and self._utterance is None and len(samples):
+            self._begin(start)
+        for boundary in boundaries:
+            if boundary.kind == "started":
+                self._begin(max(boundary.sample, self._base, self._given))
+                self._emit(SpeechBoundary(self.utterances - 1, "started", boundary.sample / SAMPLE_RATE))
+            else:
+                await self._give(min(boundary.sample, start + len(samples)))
+                self._emit(SpeechBoundary(self.utterances - 1, "stopped", boundary.sample / SAMPLE_RATE))
+                await self._end_utterance()
+        if self._utterance is not None:
+            await self._give(start + len(samples))
+            drop = self._given - self._base  # all given
+        else:  # outside speech: the last seconds kept for the next utterance's prefix padding
+            drop = max(len(self._audio) - int(KEPT_BEFORE_SPEECH * SAMPLE_RATE), self._given - self._base, 0)
+        self._audio, self._base = self._audio[drop:], self._base + drop
+
+    def _begin(self, sample: int) -> None:
+        assert self._transcriber is not None
+        self._passes = IncrementalPasses(self._transcriber, self.context, self.language)
+        self._utterance = LiveUtterance(self._transcriber, self._passes, self.streaming)
+        self._given = sample
+        self.utterances += 1
+
+    async def _give(self, until: int) -> None:
+        """The utterance's audio up to sample `until`, and the passes it completes."""
+        assert self._utterance is not None
+        if until > self._given:
+            self._utterance.take(self._audio[self._given - self._base : until - self._base])
+            self._given = until
+        while (step := self._utterance.next_pass()) is not None:
+            if await self._run(step):
+                utterance = self._utterance
+                self._emit(LiveTranscript(self.utterances - 1, utterance.text, utterance.heard_language, final=False))
+
+    async def _end_utterance(self) -> None:
+        """The utterance's tail in a last pass, then its final transcript (no partial for that pass)."""
+        utterance = self._utterance
+        if utterance is None:
+            return
+        while (step := utterance.next_pass(final=True)) is not None:
+            await self._run(step)
+        self._emit(LiveTranscript(self.utterances - 1, utterance.text, utterance.heard_language, final=True))
+        self._utterance = self._passes = None
+
+    async def _run(self, step: Pass) -> bool:
+        """Whether the pass ran (a failed one is an error event; the utterance goes on as before it)."""
+        utterance = self._utterance
+        assert utterance is not None and self._passes is not None
+
+        def prompt(model: Transcriber):  # on the engine thread, while this session's worker awaits the pass
+            if self._passes is None or model is not self._passes.transcriber:  # reloaded: the stored part rebuilt
+                self._passes = utterance.passes = IncrementalPasses(model, self.context, self.language)
+            return self._passes.prepare(step.heard, step.prefix)
+
+        job = TranscriptionJob(step.heard, self.language, max_new_tokens=step.budget, interactive=True, prompt=prompt)
+        try:
+            tokens = [token.token async for token in self.engine.submit(job)]
+        except TTSError as error:
+            log.warning("a live pass failed: %s", error)
+            self._emit(error)
+            return False
+        utterance.passed(step, tokens)
+        return True
+
+    def _emit(self, event: LiveEvent) -> None:
+        self.events.put_nowait(event)

@@ -1,0 +1,112 @@
+"""Live sessions (service/live_recognition.py) on the tiny transcriber through the recognition engine: a partial
+after every 2 s pass and a final after the tail, the same texts the model-layer utterance gives alone; utterances
+cut by voice activity on speech spoken by espeak-ng, at 24 kHz; a session closed mid-utterance gets its final; the
+audio waiting for passes is bounded."""
+
+from __future__ import annotations
+
+import asyncio
+
+import numpy as np
+import pytest
+import soxr
+
+from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
+from qwen3_tts_server.engine.recognition import RecognitionEngine
+from qwen3_tts_server.errors import PendingAudioLimitError
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
+from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript, SpeechBoundary
+from qwen3_tts_server.testing.signals import voiced_glide
+from test_voice_activity import conversation  # noqa: F401 (a fixture)
+
+STREAMING = StreamingSettings(max_new_tokens=6)
+
+
+@pytest.fixture(scope="module")
+def transcriber(both_families) -> Transcriber:
+    return Transcriber(load_asr_checkpoint(both_families["asr"]))
+
+
+def alone(transcriber: Transcriber, wave: np.ndarray) -> list[str]:
+    """The texts after each pass of the utterance run at the model layer, alone."""
+    utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber), STREAMING)
+    texts = []
+    for start in range(0, len(wave), 32000):
+        if utterance.feed(wave[start : start + 32000]):
+            texts.append(utterance.text)
+    utterance.finish()
+    return [*texts, utterance.text]
+
+
+def run_session(transcriber, feeds, rate=16000, voice_activity=None, commit=True) -> list:
+    """Feed each piece (a quarter second apart in the event loop's order), commit if asked, close; all events."""
+    engine = RecognitionEngine(transcriber, max_batch_size=2).start()
+
+    async def scenario():
+        session = await LiveSession(engine, rate, voice_activity=voice_activity, streaming=STREAMING).start()
+        for piece in feeds:
+            session.append(piece)
+            await asyncio.sleep(0)
+        if commit:
+            session.commit()
+        await session.close()
+        events = []
+        while (event := session.events.get_nowait()) is not None:
+            events.append(event)
+        return events
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        engine.stop()
+
+
+def test_a_partial_after_every_pass_and_a_final_after_the_tail(transcriber):
+    wave = voiced_glide(7.0, pitch=130.0)
+    events = run_session(transcriber, [wave[i : i + 4000] for i in range(0, len(wave), 4000)])
+    assert all(isinstance(event, LiveTranscript) for event in events)
+    assert [(event.utterance, event.final) for event in events] == [(0, False)] * 3 + [(0, True)]
+    assert [event.text for event in events] == alone(transcriber, wave)
+
+
+def test_a_session_closed_mid_utterance_gets_its_final(transcriber):
+    wave = voiced_glide(3.1, pitch=170.0)
+    events = run_session(transcriber, [wave], commit=False)
+    assert [event.final for event in events] == [False, True]
+    assert events[-1].text == alone(transcriber, wave)[-1]
+
+
+def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation):  # noqa: F811
+    wave, spans = conversation
+    at_24k = soxr.resample(wave, 16000, 24000).astype(np.float32)
+    feeds = [at_24k[i : i + 2400] for i in range(0, len(at_24k), 2400)]  # 100 ms pieces
+    events = run_session(transcriber, feeds, rate=24000, voice_activity=VoiceActivitySettings())
+    boundaries = [(event.utterance, event.kind) for event in events if isinstance(event, SpeechBoundary)]
+    assert boundaries == [(0, "started"), (0, "stopped"), (1, "started"), (1, "stopped")]
+    finals = [event for event in events if isinstance(event, LiveTranscript) and event.final]
+    assert [event.utterance for event in finals] == [0, 1] and all(event.text for event in finals)
+    started = [event.seconds for event in events if isinstance(event, SpeechBoundary) and event.kind == "started"]
+    assert all(start - 0.5 <= began <= start for began, (start, _) in zip(started, spans, strict=True))
+    # passes over speech only: the first utterance (about 3.3 s) has one whole chunk, the second (1.5 s) none
+    partials = [event.utterance for event in events if isinstance(event, LiveTranscript) and not event.final]
+    assert partials == [0]
+    assert events.index(finals[0]) == events.index(next(e for e in events if getattr(e, "kind", "") == "stopped")) + 1
+
+
+def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcriber):
+    engine = RecognitionEngine(transcriber, max_batch_size=1).start()
+
+    async def scenario():
+        session = await LiveSession(engine, max_pending_seconds=3.0, streaming=STREAMING).start()
+        session.append(np.zeros(2 * 16000, np.float32))
+        with pytest.raises(PendingAudioLimitError, match="3 s already wait"):
+            session.append(np.zeros(2 * 16000, np.float32))
+        await session.close()
+        return session.events.qsize()
+
+    try:
+        assert asyncio.run(scenario()) >= 2  # the first 2 s: a partial, a final, the end
+    finally:
+        engine.stop()
