@@ -157,6 +157,18 @@ class Settings(BaseSettings):
         description="its API key, if it needs one (also OPENAI_API_KEY)",
     )
     translate_model: str | None = Field(None, description="the chat model that translates, e.g. qwen3:8b")
+    # Live recognition.
+    live_server_vad: bool = Field(
+        True,
+        validation_alias=AliasChoices("live_server_vad", "asr_use_server_vad"),
+        description="voice activity ends the utterances of live sessions unless a session says otherwise",
+    )
+    vad_threshold: float = Field(0.5, gt=0, lt=1, description="speech probability that starts speech (Silero VAD)")
+    vad_prefix_padding_ms: int = Field(300, ge=0, description="audio kept before speech starts, in ms")
+    vad_silence_ms: int = Field(500, ge=0, description="silence that ends an utterance, in ms")
+    live_max_pending_seconds: float = Field(
+        30.0, gt=0, description="seconds of audio a live session may have waiting for recognition; past it an error"
+    )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
     data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")

@@ -35,7 +35,17 @@ from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
 from ..service.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
 from ..wyoming_server import WyomingBackend, WyomingServer
-from . import discovery, operations, playground, realtime, speech, transcriptions, translations, voices
+from . import (
+    discovery,
+    live_transcription,
+    operations,
+    playground,
+    realtime,
+    speech,
+    transcriptions,
+    translations,
+    voices,
+)
 from .dependencies import Services
 from .errors import envelope, install_error_handlers
 from .limits import install_limits
@@ -171,5 +181,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(discovery.router)
     app.include_router(operations.router)
     app.include_router(realtime.router)
+    app.include_router(live_transcription.router)
     app.include_router(playground.router)
     return app

@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 import numpy as np
 import soxr
@@ -72,7 +72,7 @@ class LiveSession:
         self.streaming = streaming or StreamingSettings()
         self.events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
         self.utterances = 0  # utterances begun
-        self._actions: asyncio.Queue[tuple[str, np.ndarray | None]] = asyncio.Queue()
+        self._actions: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._pending_samples = 0  # appended at `rate`, not yet taken by the worker
         self._resampler = self._new_resampler()
         self._transcriber: Transcriber | None = None
@@ -103,8 +103,12 @@ class LiveSession:
         self._actions.put_nowait(("audio", np.asarray(samples, np.float32)))
 
     def commit(self) -> None:
-        """End the current utterance: its final transcript follows its last pass."""
+        """End the current utterance: its final transcript follows its last pass (with none, a final of no text)."""
         self._actions.put_nowait(("commit", None))
+
+    def configure(self, language: str | None, voice_activity: VoiceActivitySettings | None) -> None:
+        """From the next utterance on: the forced language (None: identified), and voice activity (None: off)."""
+        self._actions.put_nowait(("configure", (language, voice_activity)))
 
     def clear(self) -> None:
         """Drop the current utterance's audio, passed and pending (no final is sent for it)."""
@@ -136,9 +140,14 @@ class LiveSession:
                 elif action == "clear":
                     self._utterance, self._passes = None, None
                     self._given = self._base + len(self._audio)
+                elif action == "configure":
+                    self.language, activity = samples
+                    self.voice_activity = VoiceActivity(activity) if activity is not None else None
                 else:
                     await self._hear(self._resampled(np.zeros(0, np.float32), last=True))
                     self._resampler = self._new_resampler()
+                    if self._utterance is None and action == "commit":
+                        self._emit(LiveTranscript(self.utterances, "", "", final=True))
                     await self._end_utterance()
                     if action == "close":
                         return
