@@ -82,7 +82,7 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation):  #
     wave, spans = conversation
     at_24k = soxr.resample(wave, 16000, 24000).astype(np.float32)
     feeds = [at_24k[i : i + 2400] for i in range(0, len(at_24k), 2400)]  # 100 ms pieces
-    events = run_session(transcriber, feeds, rate=24000, voice_activity=VoiceActivitySettings())
+    events = run_session(transcriber, feeds, rate=24000, voice_activity=VoiceActivitySettings(), commit=False)
     boundaries = [(event.utterance, event.kind) for event in events if isinstance(event, SpeechBoundary)]
     assert boundaries == [(0, "started"), (0, "stopped"), (1, "started"), (1, "stopped")]
     finals = [event for event in events if isinstance(event, LiveTranscript) and event.final]
@@ -93,6 +93,11 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation):  #
     partials = [event.utterance for event in events if isinstance(event, LiveTranscript) and not event.final]
     assert partials == [0]
     assert events.index(finals[0]) == events.index(next(e for e in events if getattr(e, "kind", "") == "stopped")) + 1
+
+
+def test_a_commit_without_an_utterance_gives_a_final_of_no_text(transcriber):
+    events = run_session(transcriber, [], commit=True)
+    assert events == [LiveTranscript(0, "", "", final=True)]
 
 
 def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcriber):
