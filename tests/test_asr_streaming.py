@@ -5,6 +5,8 @@ a context, and odd feed sizes; a finished block is encoded once and the decoder 
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 
@@ -91,3 +93,16 @@ def test_the_text_prefix_leaves_out_the_last_tokens_and_never_splits_a_character
     short = tokenizer.decode(ids[:3])
     assert text_prefix(transcriber, short, 5, final=False) == ""  # fewer tokens than are left out
     assert text_prefix(transcriber, short, 5, final=True) == tokenizer.decode(ids[:1])  # the flush keeps one
+
+
+def test_the_settled_text_begins_every_later_output(transcriber):
+    utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber), SETTINGS)
+    wave = voiced_glide(9.0, pitch=110.0)
+    settled = []
+    for start in range(0, len(wave), 32000):
+        if utterance.feed(wave[start : start + 32000]):
+            assert all(utterance.output.startswith(earlier) for earlier in settled)
+            settled.append(utterance.settled)
+    utterance.finish()
+    assert settled[0] == "" and all(settled[1:]) and utterance.output.startswith(settled[-1])  # from the 2nd pass
+    assert all(later.startswith(earlier) for earlier, later in itertools.pairwise(settled))

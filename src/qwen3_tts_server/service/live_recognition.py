@@ -25,6 +25,7 @@ from ..errors import PendingAudioLimitError, TranscriptionFailedError, TTSError
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.streaming import IncrementalPasses, LiveUtterance, Pass, StreamingSettings
 from ..model.asr.transcriber import Transcriber
+from .recognition import visible_text
 
 log = logging.getLogger(__name__)
 KEPT_BEFORE_SPEECH = 2.0  # seconds of audio outside speech kept, from which an utterance's prefix padding is taken
@@ -38,6 +39,7 @@ class LiveTranscript:
     text: str
     language: str
     final: bool
+    settled: str = ""  # the text's beginning that later passes keep (a partial's; a final's is all of it)
 
 
 @dataclass(frozen=True)
@@ -199,8 +201,11 @@ class LiveSession:
             self._given = until
         while (step := self._utterance.next_pass()) is not None:
             if await self._run(step):
-                utterance = self._utterance
-                self._emit(LiveTranscript(self.utterances - 1, utterance.text, utterance.heard_language, final=False))
+                self._emit_partial(self._utterance)
+
+    def _emit_partial(self, utterance: LiveUtterance) -> None:
+        settled = visible_text(utterance.settled, self.language is not None)
+        self._emit(LiveTranscript(self.utterances - 1, utterance.text, utterance.heard_language, False, settled))
 
     async def _end_utterance(self) -> None:
         """The utterance's tail in a last pass, then its final transcript (no partial for that pass)."""
@@ -209,7 +214,8 @@ class LiveSession:
             return
         while (step := utterance.next_pass(final=True)) is not None:
             await self._run(step)
-        self._emit(LiveTranscript(self.utterances - 1, utterance.text, utterance.heard_language, final=True))
+        text = utterance.text
+        self._emit(LiveTranscript(self.utterances - 1, text, utterance.heard_language, final=True, settled=text))
         self._utterance = self._passes = None
 
     async def _run(self, step: Pass) -> bool:

@@ -99,6 +99,13 @@ class LiveUtterance:
     heard_language: str = ""
     text: str = ""
 
+    @property
+    def settled(self) -> str:
+        """The output's beginning that every later pass keeps (it begins their answers): the next pass's prefix."""
+        if self.chunks < self.settings.unfixed_chunks:
+            return ""
+        return text_prefix(self.transcriber, self.output, self.settings.unfixed_tokens, final=False)
+
     def take(self, samples: np.ndarray) -> None:
         self.pending = np.concatenate([self.pending, np.asarray(samples, np.float32).reshape(-1)])
 
