@@ -17,7 +17,7 @@ from qwen3_tts_server.errors import PendingAudioLimitError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript, SpeechBoundary
+from qwen3_tts_server.service.live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 
@@ -65,16 +65,17 @@ def run_session(transcriber, feeds, rate=16000, voice_activity=None, commit=True
 
 def test_a_partial_after_every_pass_and_a_final_after_the_tail(transcriber):
     wave = voiced_glide(7.0, pitch=130.0)
-    events = run_session(transcriber, [wave[i : i + 4000] for i in range(0, len(wave), 4000)])
-    assert all(isinstance(event, LiveTranscript) for event in events)
-    assert [(event.utterance, event.final) for event in events] == [(0, False)] * 3 + [(0, True)]
-    assert [event.text for event in events] == alone(transcriber, wave)
+    *events, committed, final = run_session(transcriber, [wave[i : i + 4000] for i in range(0, len(wave), 4000)])
+    assert committed == Committed(0, 7.0)  # before the tail's pass
+    assert all(isinstance(event, LiveTranscript) for event in [*events, final])
+    assert [(event.utterance, event.final) for event in [*events, final]] == [(0, False)] * 3 + [(0, True)]
+    assert [event.text for event in [*events, final]] == alone(transcriber, wave)
 
 
 def test_a_session_closed_mid_utterance_gets_its_final(transcriber):
     wave = voiced_glide(3.1, pitch=170.0)
     events = run_session(transcriber, [wave], commit=False)
-    assert [event.final for event in events] == [False, True]
+    assert [getattr(event, "final", "committed") for event in events] == [False, "committed", True]
     assert events[-1].text == alone(transcriber, wave)[-1]
 
 
@@ -92,7 +93,8 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation):  #
     # passes over speech only: the first utterance (about 3.3 s) has one whole chunk, the second (1.5 s) none
     partials = [event.utterance for event in events if isinstance(event, LiveTranscript) and not event.final]
     assert partials == [0]
-    assert events.index(finals[0]) == events.index(next(e for e in events if getattr(e, "kind", "") == "stopped")) + 1
+    stopped = next(event for event in events if getattr(event, "kind", "") == "stopped")
+    assert events[events.index(stopped) :][:3] == [stopped, Committed(0, pytest.approx(3.4, abs=0.2)), finals[0]]
 
 
 def test_a_commit_without_an_utterance_gives_a_final_of_no_text(transcriber):

@@ -154,7 +154,7 @@ class _Connection:
             return typed_error_message(error)
         if "use_server_vad" in command:
             self.use_vad = truthy(command["use_server_vad"])
-        self.session.configure(self.language, voice_activity(self.settings, self.use_vad))
+        self.session.configure(self.language, "", voice_activity(self.settings, self.use_vad))
         shown = command.get("language") if self.language else "auto"
         return {"status": "configured", "language": shown, "use_server_vad": self.use_vad}
 

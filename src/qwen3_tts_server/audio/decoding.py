@@ -7,6 +7,7 @@ each message naming what was sent (`subject`) and the request field it came in (
 
 from __future__ import annotations
 
+import functools
 import io
 import math
 
@@ -105,3 +106,17 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
     if len(out) < length:
         return np.concatenate([out, np.zeros(length - len(out), dtype=out.dtype)])
     return out[:length]
+
+
+@functools.cache
+def _g711_table(codec: str) -> np.ndarray:
+    """Every G.711 byte's sample (float32, as 16-bit PCM scaled), decoded once by PyAV's `codec`."""
+    context = av.CodecContext.create(codec, "r")
+    context.sample_rate, context.layout = 8000, "mono"
+    (frame,) = context.decode(av.Packet(bytes(range(256))))
+    return frame.to_ndarray()[0].astype(np.float32) / np.float32(32768.0)
+
+
+def decode_g711(data: bytes, codec: str) -> np.ndarray:
+    """Raw G.711 bytes (`pcm_mulaw` or `pcm_alaw`, a byte a sample) -> float32 samples."""
+    return _g711_table(codec)[np.frombuffer(data, np.uint8)]

@@ -4,7 +4,7 @@ pass of the official streaming algorithm (`model/asr/streaming.py`) and a final 
 An utterance ends when the client commits it or, with voice activity on (`audio/voice_activity.py`), when speech
 stops; the next one starts a fresh window, so a session of any length costs the same per chunk. With voice activity
 on, audio outside speech costs no recognition work: an utterance starts where speech starts (its prefix padding
-included). Each pass runs in the recognition engine beside uploads and other sessions, admitted before uploads;
+included) and holds the audio heard until the silence that ends it is confirmed (what it had been given by then). Each pass runs in the recognition engine beside uploads and other sessions, admitted before uploads;
 a session's passes run in order, one at a time, and the audio waiting for them is bounded (`max_pending_seconds`,
 then `PendingAudioLimitError`): nothing is dropped."""
 
@@ -51,7 +51,15 @@ class SpeechBoundary:
     seconds: float
 
 
-LiveEvent = LiveTranscript | SpeechBoundary | TTSError
+@dataclass(frozen=True)
+class Committed:
+    """An utterance ended (a commit, or speech stopped): its final transcript follows."""
+
+    utterance: int
+    seconds: float  # its audio's length
+
+
+LiveEvent = LiveTranscript | SpeechBoundary | Committed | TTSError
 
 
 class LiveSession:
@@ -108,9 +116,10 @@ class LiveSession:
         """End the current utterance: its final transcript follows its last pass (with none, a final of no text)."""
         self._actions.put_nowait(("commit", None))
 
-    def configure(self, language: str | None, voice_activity: VoiceActivitySettings | None) -> None:
-        """From the next utterance on: the forced language (None: identified), and voice activity (None: off)."""
-        self._actions.put_nowait(("configure", (language, voice_activity)))
+    def configure(self, language: str | None, context: str, voice_activity: VoiceActivitySettings | None) -> None:
+        """From the next utterance on: the forced language (None: identified), the context (the model's prompt),
+        and voice activity (None: off)."""
+        self._actions.put_nowait(("configure", (language, context, voice_activity)))
 
     def clear(self) -> None:
         """Drop the current utterance's audio, passed and pending (no final is sent for it)."""
@@ -143,7 +152,7 @@ class LiveSession:
                     self._utterance, self._passes = None, None
                     self._given = self._base + len(self._audio)
                 elif action == "configure":
-                    self.language, activity = samples
+                    self.language, self.context, activity = samples
                     self.voice_activity = VoiceActivity(activity) if activity is not None else None
                 else:
                     await self._hear(self._resampled(np.zeros(0, np.float32), last=True))
@@ -212,6 +221,7 @@ class LiveSession:
         utterance = self._utterance
         if utterance is None:
             return
+        self._emit(Committed(self.utterances - 1, (len(utterance.heard) + len(utterance.pending)) / SAMPLE_RATE))
         while (step := utterance.next_pass(final=True)) is not None:
             await self._run(step)
         text = utterance.text
