@@ -41,6 +41,7 @@ from . import (
     operations,
     playground,
     realtime,
+    realtime_transcription,
     speech,
     transcriptions,
     translations,
@@ -182,5 +183,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(operations.router)
     app.include_router(realtime.router)
     app.include_router(live_transcription.router)
+    app.include_router(realtime_transcription.router)
     app.include_router(playground.router)
     return app

@@ -4,9 +4,10 @@ pass of the official streaming algorithm (`model/asr/streaming.py`) and a final 
 An utterance ends when the client commits it or, with voice activity on (`audio/voice_activity.py`), when speech
 stops; the next one starts a fresh window, so a session of any length costs the same per chunk. With voice activity
 on, audio outside speech costs no recognition work: an utterance starts where speech starts (its prefix padding
-included) and holds the audio heard until the silence that ends it is confirmed (what it had been given by then). Each pass runs in the recognition engine beside uploads and other sessions, admitted before uploads;
-a session's passes run in order, one at a time, and the audio waiting for them is bounded (`max_pending_seconds`,
-then `PendingAudioLimitError`): nothing is dropped."""
+included) and holds the audio heard until the silence that ends it is confirmed. Each pass runs in the recognition
+engine beside uploads and other sessions, admitted before uploads; a session's passes run in order, one at a time,
+and the audio waiting for them is bounded (`max_pending_seconds`, then `PendingAudioLimitError`): nothing is
+dropped."""
 
 from __future__ import annotations
 

@@ -1,0 +1,67 @@
+"""WS /v1/realtime?intent=transcription: OpenAI's realtime transcription sessions (protocol in
+service/realtime_transcription.py). The beta form is the one asked for with the header `OpenAI-Beta: realtime=v1`;
+`?model=` (which some clients add) names the transcriber as `input_audio_transcription.model` does."""
+
+from __future__ import annotations
+
+import json
+
+from fastapi import APIRouter, WebSocket
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+
+from ..errors import InvalidInputError, TTSError
+from ..service.realtime_transcription import RealtimeTranscription, error_event
+from .dependencies import ServicesDep
+from .realtime import authorized
+
+router = APIRouter()
+
+
+class _Sender:
+    """Events as JSON text messages; once the socket is gone, nothing more is sent."""
+
+    def __init__(self, websocket: WebSocket):
+        self.websocket, self.open = websocket, True
+
+    async def __call__(self, payload: dict) -> None:
+        if not self.open:
+            return
+        try:
+            await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
+        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            self.open = False
+
+
+@router.websocket("/v1/realtime")
+async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
+    await websocket.accept()
+    settings = services.settings
+    if not authorized(websocket, settings.accepted_keys()):
+        await websocket.close(code=1008, reason="missing or wrong API key")
+        return
+    send = _Sender(websocket)
+    if websocket.query_params.get("intent") != "transcription":
+        refusal = InvalidInputError("this server serves realtime transcription sessions: ?intent=transcription")
+        await send(error_event(refusal))
+        await websocket.close(code=1008)
+        return
+    beta = "realtime=v1" in websocket.headers.get("openai-beta", "")
+    session = RealtimeTranscription(
+        services.registry, services.recognition, send, beta, settings.live_max_pending_seconds
+    )
+    session.options.model = websocket.query_params.get("model")
+    try:
+        await session.open()
+    except TTSError as error:  # no transcriber hosted, or it could not load
+        await send(error_event(error))
+        await websocket.close(code=1011)
+        return
+    try:
+        while (message := await websocket.receive())["type"] != "websocket.disconnect":
+            if message.get("text") is not None:
+                await session.handle(message["text"])
+            # binary frames (a client's keepalive) carry nothing here
+    except (WebSocketDisconnect, WebSocketDisconnected):
+        pass
+    finally:
+        await session.close()

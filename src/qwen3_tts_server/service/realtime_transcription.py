@@ -1,0 +1,335 @@
+"""OpenAI's realtime transcription sessions (`WS /v1/realtime?intent=transcription`) over a live session
+(`live_recognition.py`), in both forms clients speak: the beta one (header `OpenAI-Beta: realtime=v1`,
+`transcription_session.update`, answered `transcription_session.created`/`updated`) and the current one
+(`session.update` with `session.type: "transcription"` and its `audio.input` settings, answered `session.created`/
+`updated`).
+
+Audio: `input_audio_buffer.append` with base64 PCM16 (24 kHz; any rate from 8 to 48 kHz is taken) or G.711 mu-law or
+A-law at 8 kHz; `.commit` ends the utterance (a commit with nothing appended since the last one changes nothing:
+clients that commit at their own end of speech beside server voice activity would otherwise get an error, and some
+reconnect on any error); `.clear` drops it. Turn detection `server_vad` (threshold, prefix padding, silence
+duration; `semantic_vad` is taken as `server_vad` with its defaults) emits `input_audio_buffer.speech_started`,
+`.speech_stopped` and `.committed`; `null` leaves commits to the client. Each utterance is a conversation item:
+`conversation.item.input_audio_transcription.delta` carries text the later passes keep (deltas are only ever
+appended), `.completed` the transcript and its `usage` (`{type: "duration", seconds}`), `.failed` a pass that
+failed. Bad events are `error` events; audio is accepted before any update (clients send it at once)."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import binascii
+import contextlib
+import json
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..audio.decoding import decode_g711
+from ..audio.voice_activity import VoiceActivitySettings
+from ..engine.registry import ModelRegistry
+from ..errors import InvalidInputError, TTSError
+from ..model.asr.languages import resolve_language
+from .live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
+from .recognition import RecognitionService
+from .routing import route_recognizer
+
+SendEvent = Callable[[dict], Awaitable[None]]
+BETA_FORMATS = {"pcm16": ("pcm16", 24000), "g711_ulaw": ("pcm_mulaw", 8000), "g711_alaw": ("pcm_alaw", 8000)}
+FORMAT_TYPES = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pcma": "g711_alaw"}
+SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}
+
+
+def event_id() -> str:
+    return f"event_{uuid.uuid4().hex[:20]}"
+
+
+@dataclass
+class TranscriptionOptions:
+    """A session's settings, as the client last gave them."""
+
+    audio_format: str = "pcm16"  # a key of BETA_FORMATS
+    rate: int = 24000
+    model: str | None = None
+    language: str | None = None  # as given: an ISO code or a name
+    prompt: str = ""
+    turn_detection: dict | None = field(default_factory=lambda: dict(SERVER_VAD))
+
+    def voice_activity(self) -> VoiceActivitySettings | None:
+        if self.turn_detection is None:
+            return None
+        given = {**SERVER_VAD, **self.turn_detection}
+        return VoiceActivitySettings(
+            float(given["threshold"]), int(given["prefix_padding_ms"]), int(given["silence_duration_ms"])
+        )
+
+
+def error_event(error: TTSError) -> dict:
+    """A refusal as the realtime `error` event."""
+    kind = "invalid_request_error" if error.status < 500 else "server_error"
+    body = {"type": kind, "code": error.code, "message": str(error), "param": getattr(error, "param", None)}
+    return {"type": "error", "event_id": event_id(), "error": body}
+
+
+def _invalid(message: str, param: str) -> InvalidInputError:
+    return InvalidInputError(message, param=param)
+
+
+def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> TranscriptionOptions:
+    """The options after an update's `session` object (only the keys it sets change), checked."""
+    if not isinstance(session, dict):
+        raise _invalid("session is an object", "session")
+    audio = session.get("audio", {}).get("input", {}) if isinstance(session.get("audio"), dict) else {}
+    changed = TranscriptionOptions(**vars(options))
+    if not beta and session.get("type", "transcription") != "transcription":
+        raise _invalid("this server serves transcription sessions: session.type is 'transcription'", "session.type")
+    format_ = audio.get("format", session.get("input_audio_format"))
+    if isinstance(format_, dict):  # {"type": "audio/pcm", "rate": 24000}
+        kind = FORMAT_TYPES.get(str(format_.get("type")))
+        if kind is None:
+            raise _invalid(f"format type is one of {', '.join(FORMAT_TYPES)}", "session.audio.input.format.type")
+        changed.audio_format, changed.rate = kind, int(format_.get("rate") or BETA_FORMATS[kind][1])
+        if not 8000 <= changed.rate <= 48000:
+            raise _invalid("format rate is from 8000 to 48000 Hz", "session.audio.input.format.rate")
+    elif format_ is not None:
+        if format_ not in BETA_FORMATS:
+            raise _invalid(f"input_audio_format is one of {', '.join(BETA_FORMATS)}", "session.input_audio_format")
+        changed.audio_format, changed.rate = format_, BETA_FORMATS[format_][1]
+    transcription = audio.get("transcription", session.get("input_audio_transcription"))
+    if isinstance(transcription, dict):
+        changed.model = transcription.get("model") or changed.model
+        if "language" in transcription:
+            changed.language = transcription["language"] or None
+            resolve_language(changed.language, "session.input_audio_transcription.language")
+        if "prompt" in transcription:
+            changed.prompt = transcription["prompt"] or ""
+    if "turn_detection" in audio or "turn_detection" in session:
+        turn = audio["turn_detection"] if "turn_detection" in audio else session["turn_detection"]
+        if turn is not None and (not isinstance(turn, dict) or turn.get("type") not in ("server_vad", "semantic_vad")):
+            raise _invalid("turn_detection is null or of type server_vad or semantic_vad", "session.turn_detection")
+        changed.turn_detection = None if turn is None else {**SERVER_VAD, **_vad_fields(turn)}
+    return changed
+
+
+def _vad_fields(turn: dict) -> dict:
+    """The server_vad fields a turn detection sets (semantic_vad has none of them: the defaults)."""
+    return {key: turn[key] for key in ("threshold", "prefix_padding_ms", "silence_duration_ms") if key in turn}
+
+
+class RealtimeTranscription:
+    """One connection's session: `open`, then `handle` each text message, `close` when the client leaves."""
+
+    def __init__(
+        self,
+        registry: ModelRegistry,
+        recognition: dict[str, RecognitionService],
+        send: SendEvent,
+        beta: bool,
+        max_pending_seconds: float,
+    ):
+        self.registry, self.recognition, self.send, self.beta = registry, recognition, send, beta
+        self.max_pending_seconds = max_pending_seconds
+        self.options = TranscriptionOptions()
+        self.id = f"sess_{uuid.uuid4().hex[:20]}"
+        self.live: LiveSession | None = None
+        self._engine_id: str | None = None
+        self._pump: asyncio.Task | None = None
+        self._appended = False  # audio since the last commit or clear
+        self._items: dict[int, str] = {}  # utterance -> item id
+        self._previous_item: str | None = None
+        self._sent: dict[int, str] = {}  # utterance -> text sent in deltas
+        self._seconds: dict[int, float] = {}  # utterance -> its audio's length
+
+    async def open(self) -> None:
+        await self._restart()
+        await self.send({"type": self._kind("created"), "event_id": event_id(), "session": self.session_object()})
+
+    async def close(self) -> None:
+        """The client left: the session's work stops."""
+        if self.live is not None:
+            await self.live.cancel()
+        if self._pump is not None:
+            self._pump.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._pump
+
+    def _kind(self, verb: str) -> str:
+        return f"transcription_session.{verb}" if self.beta else f"session.{verb}"
+
+    def session_object(self) -> dict:
+        options = self.options
+        transcription = {"model": options.model, "language": options.language, "prompt": options.prompt}
+        if self.beta:
+            return {
+                "id": self.id,
+                "object": "realtime.transcription_session",
+                "input_audio_format": options.audio_format,
+                "input_audio_transcription": transcription,
+                "turn_detection": options.turn_detection,
+                "input_audio_noise_reduction": None,
+                "include": None,
+            }
+        format_type = next(kind for kind, name in FORMAT_TYPES.items() if name == options.audio_format)
+        audio_format = {"type": format_type} | ({"rate": options.rate} if format_type == "audio/pcm" else {})
+        return {
+            "type": "transcription",
+            "id": self.id,
+            "object": "realtime.transcription_session",
+            "audio": {
+                "input": {
+                    "format": audio_format,
+                    "transcription": transcription,
+                    "turn_detection": options.turn_detection,
+                    "noise_reduction": None,
+                }
+            },
+            "include": [],
+        }
+
+    async def handle(self, text: str) -> None:
+        try:
+            message = json.loads(text)
+        except json.JSONDecodeError:
+            await self._error(_invalid("a client event is a JSON object", "event"), None)
+            return
+        if not isinstance(message, dict):
+            await self._error(_invalid("a client event is a JSON object", "event"), None)
+            return
+        kind, client_event = message.get("type"), message.get("event_id")
+        try:
+            if kind in ("transcription_session.update", "session.update"):
+                await self._update(message.get("session"))
+            elif kind == "input_audio_buffer.append":
+                self._append(message.get("audio"))
+            elif kind == "input_audio_buffer.commit":
+                if self._appended and self.live is not None:
+                    self.live.commit()
+                    self._appended = False
+            elif kind == "input_audio_buffer.clear":
+                if self.live is not None:
+                    self.live.clear()
+                self._appended = False
+                await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
+            else:
+                raise _invalid(f"unknown event type {kind!r}", "type")
+        except TTSError as error:
+            await self._error(error, client_event)
+
+    async def _update(self, session: Any) -> None:
+        options = read_options(session, self.options, self.beta)
+        hosted = route_recognizer(self.registry, options.model)
+        self.options = options
+        if hosted.id != self._engine_id or self.live is None or self.live.rate != options.rate:
+            await self._restart()
+        else:
+            language = resolve_language(options.language)
+            self.live.configure(language, options.prompt, options.voice_activity())
+        await self.send({"type": self._kind("updated"), "event_id": event_id(), "session": self.session_object()})
+
+    async def _restart(self) -> None:
+        """A live session for the current options (the previous one, if any, ends; what it held is dropped)."""
+        await self.close()
+        hosted = route_recognizer(self.registry, self.options.model)
+        options = self.options
+        self.live = LiveSession(
+            self.recognition[hosted.id].engine,
+            options.rate,
+            resolve_language(options.language),
+            options.prompt,
+            options.voice_activity(),
+            self.max_pending_seconds,
+        )
+        await self.live.start()
+        self._engine_id, self._appended = hosted.id, False
+        self._items, self._sent, self._seconds = {}, {}, {}
+        self._pump = asyncio.create_task(self._forward(self.live))
+
+    def _append(self, audio: Any) -> None:
+        if not isinstance(audio, str):
+            raise _invalid("audio is base64 text", "audio")
+        try:
+            data = base64.b64decode(audio, validate=True)
+        except (binascii.Error, ValueError):
+            raise _invalid("audio is not valid base64", "audio") from None
+        codec = BETA_FORMATS[self.options.audio_format][0]
+        if codec == "pcm16":
+            samples = np.frombuffer(data[: len(data) // 2 * 2], "<i2").astype(np.float32) / np.float32(32768.0)
+        else:
+            samples = decode_g711(data, codec)
+        if len(samples) and self.live is not None:
+            self.live.append(samples)
+            self._appended = True
+
+    async def _error(self, error: TTSError, client_event: str | None) -> None:
+        event = error_event(error)
+        event["error"]["event_id"] = client_event
+        await self.send(event)
+
+    def _item(self, utterance: int) -> str:
+        return self._items.setdefault(utterance, f"item_{uuid.uuid4().hex[:20]}")
+
+    async def _forward(self, live: LiveSession) -> None:
+        """The live session's events, as realtime events."""
+        while (event := await live.events.get()) is not None:
+            if isinstance(event, SpeechBoundary):
+                edge = "start" if event.kind == "started" else "end"
+                await self.send(
+                    {
+                        "type": f"input_audio_buffer.speech_{event.kind}",
+                        "event_id": event_id(),
+                        f"audio_{edge}_ms": round(event.seconds * 1000),
+                        "item_id": self._item(event.utterance),
+                    }
+                )
+            elif isinstance(event, Committed):
+                item = self._item(event.utterance)
+                self._seconds[event.utterance] = event.seconds
+                await self.send(
+                    {
+                        "type": "input_audio_buffer.committed",
+                        "event_id": event_id(),
+                        "previous_item_id": self._previous_item,
+                        "item_id": item,
+                    }
+                )
+                self._previous_item = item
+            elif isinstance(event, LiveTranscript):
+                await self._transcribed(event)
+            else:
+                await self.send(
+                    {
+                        "type": "conversation.item.input_audio_transcription.failed",
+                        "event_id": event_id(),
+                        "item_id": self._item(max(live.utterances - 1, 0)),
+                        "content_index": 0,
+                        "error": {"type": "transcription_error", "code": event.code, "message": str(event)},
+                    }
+                )
+
+    async def _transcribed(self, event: LiveTranscript) -> None:
+        item, sent = self._item(event.utterance), self._sent.get(event.utterance, "")
+        if event.settled.startswith(sent) and len(event.settled) > len(sent):
+            self._sent[event.utterance] = event.settled
+            await self.send(
+                {
+                    "type": "conversation.item.input_audio_transcription.delta",
+                    "event_id": event_id(),
+                    "item_id": item,
+                    "content_index": 0,
+                    "delta": event.settled[len(sent) :],
+                }
+            )
+        if event.final:
+            await self.send(
+                {
+                    "type": "conversation.item.input_audio_transcription.completed",
+                    "event_id": event_id(),
+                    "item_id": item,
+                    "content_index": 0,
+                    "transcript": event.text,
+                    "usage": {"type": "duration", "seconds": round(self._seconds.get(event.utterance, 0.0), 3)},
+                }
+            )

@@ -1,0 +1,202 @@
+"""OpenAI's realtime transcription sessions (WS /v1/realtime?intent=transcription) against a live server hosting a
+tiny transcriber, driven as the voice agents drive them: the current form through the openai SDK's realtime client
+with Pipecat's session (24 kHz PCM, no turn detection, a commit at the end of speech), and the beta form as
+LiveKit's plugin sends it (`OpenAI-Beta: realtime=v1`, server VAD, 50 ms appends, no commit) on speech spoken by
+espeak-ng; G.711 audio; errors as error events."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+
+import numpy as np
+import openai
+import pytest
+import soxr
+from websockets.asyncio.client import connect
+
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
+from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.signals import voiced_glide
+from test_voice_activity import conversation  # noqa: F401 (a fixture)
+
+ENV = {"IDLE_TIMEOUT": "0", "MAX_REQUEST_FRAMES": "6"}
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def server(both_families):
+    with live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=ENV) as live:
+        yield live
+
+
+@pytest.fixture(scope="module")
+def transcriber(both_families) -> Transcriber:
+    return Transcriber(load_asr_checkpoint(both_families["asr"]))
+
+
+def pcm24k(wave16k: np.ndarray) -> bytes:
+    return (np.clip(soxr.resample(wave16k, 16000, 24000), -1, 1) * 32767).astype("<i2").tobytes()
+
+
+def heard_by_the_server(chunks: list[bytes]) -> np.ndarray:
+    """What a session makes of 24 kHz PCM appends: each resampled as it comes, the rest at the commit."""
+    stream = soxr.ResampleStream(24000, 16000, 1, quality="HQ")
+    pieces = [stream.resample_chunk(np.frombuffer(chunk, "<i2").astype(np.float32) / 32768.0) for chunk in chunks]
+    return np.concatenate([*pieces, stream.resample_chunk(np.zeros(0, np.float32), last=True)]).astype(np.float32)
+
+
+def final_text(transcriber: Transcriber, wave: np.ndarray, language: str | None) -> str:
+    utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber, "", language))
+    utterance.feed(wave)
+    utterance.finish()
+    return utterance.text
+
+
+def test_the_openai_sdk_with_pipecats_session_gets_deltas_and_the_transcript(server, transcriber):
+    chunks = [pcm24k(voiced_glide(5.0, pitch=140.0))[i : i + 4800] for i in range(0, 240000, 4800)]  # 100 ms
+    expected = final_text(transcriber, heard_by_the_server(chunks), "English")
+    session = {
+        "type": "transcription",
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": 24000},
+                "transcription": {"model": "gpt-realtime-whisper", "language": "en"},
+                "turn_detection": None,
+            }
+        },
+    }
+
+    async def scenario():
+        client = openai.AsyncOpenAI(api_key="unused", base_url=server.base + "/v1")
+        events = []
+        async with client.realtime.connect(extra_query={"intent": "transcription"}) as connection:
+            created = await asyncio.wait_for(connection.recv(), TIMEOUT)
+            await connection.session.update(session=session)
+            updated = await asyncio.wait_for(connection.recv(), TIMEOUT)
+            for chunk in chunks:
+                await connection.input_audio_buffer.append(audio=base64.b64encode(chunk).decode())
+            await connection.input_audio_buffer.commit()
+            while not events or events[-1].type != "conversation.item.input_audio_transcription.completed":
+                events.append(await asyncio.wait_for(connection.recv(), TIMEOUT))
+        return created, updated, events
+
+    created, updated, events = asyncio.run(scenario())
+    assert created.type == "session.created" and updated.type == "session.updated"
+    assert updated.session.audio.input.turn_detection is None
+    assert updated.session.audio.input.transcription.language == "en"
+    (committed,) = [event for event in events if event.type == "input_audio_buffer.committed"]
+    completed = events[-1]
+    deltas = [event for event in events if event.type == "conversation.item.input_audio_transcription.delta"]
+    assert len(events) == len(deltas) + 2 and committed.previous_item_id is None
+    # text while the audio still arrives (the passes at 2 and 4 s), each delta only appended to the ones before
+    assert events[0].type == "conversation.item.input_audio_transcription.delta"
+    assert deltas and {delta.item_id for delta in deltas} == {committed.item_id}
+    assert completed.item_id == committed.item_id and completed.transcript == expected
+    assert completed.usage.type == "duration" and completed.usage.seconds == pytest.approx(5.0, abs=0.01)
+
+
+def test_livekits_beta_session_with_server_vad_gets_an_item_per_sentence(server, conversation):  # noqa: F811
+    wave, spans = conversation
+    data = pcm24k(wave)
+    update = {
+        "type": "transcription_session.update",
+        "session": {
+            "input_audio_format": "pcm16",
+            "input_audio_transcription": {"model": "gpt-4o-mini-transcribe", "prompt": "", "language": "en"},
+            "turn_detection": {
+                "type": "server_vad",
+                "threshold": 0.5,
+                "prefix_padding_ms": 600,
+                "silence_duration_ms": 350,
+            },
+        },
+    }
+
+    async def scenario():
+        url = server.base.replace("http", "ws", 1) + "/v1/realtime?intent=transcription"
+        headers = {"Authorization": "Bearer unused", "OpenAI-Beta": "realtime=v1", "User-Agent": "LiveKit Agents"}
+        async with connect(url, additional_headers=headers) as ws:
+            await ws.send(json.dumps(update))  # at once, as LiveKit does: not waiting for created
+            for start in range(0, len(data), 2400):  # 50 ms appends
+                await ws.send(
+                    json.dumps(
+                        {
+                            "type": "input_audio_buffer.append",
+                            "audio": base64.b64encode(data[start : start + 2400]).decode(),
+                        }
+                    )
+                )
+            events = []
+            while sum(event["type"].endswith(".completed") for event in events) < 2:
+                events.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+            return events
+
+    events = asyncio.run(scenario())
+    kinds = [event["type"] for event in events]
+    assert kinds[:2] == ["transcription_session.created", "transcription_session.updated"]
+    assert events[1]["session"]["turn_detection"]["prefix_padding_ms"] == 600
+    items = [event["item_id"] for event in events if event["type"] == "input_audio_buffer.committed"]
+    assert len(items) == 2 and items[0] != items[1]
+    for item, (start, end) in zip(items, spans, strict=True):
+        mine = [event for event in events if event.get("item_id") == item]
+        order = [event["type"].rsplit(".", 1)[-1] for event in mine if "delta" not in event["type"]]
+        assert order == ["speech_started", "speech_stopped", "committed", "completed"]
+        assert start - 0.7 <= mine[0]["audio_start_ms"] / 1000 <= start
+        assert end <= mine[1]["audio_end_ms"] / 1000 <= end + 1.0
+        assert mine[-1]["transcript"] and mine[-1]["usage"]["type"] == "duration"
+    committed = [event for event in events if event["type"] == "input_audio_buffer.committed"]
+    assert committed[0]["previous_item_id"] is None and committed[1]["previous_item_id"] == items[0]
+
+
+def test_g711_audio_and_bad_events(server):
+    mulaw = np.random.default_rng(3).integers(0, 256, 8000 * 3, dtype=np.uint8).tobytes()
+
+    async def scenario():
+        url = server.base.replace("http", "ws", 1) + "/v1/realtime?intent=transcription"
+        async with connect(url, additional_headers={"OpenAI-Beta": "realtime=v1"}) as ws:
+            received = [json.loads(await ws.recv())]
+            session = {"input_audio_format": "g711_ulaw", "turn_detection": None}
+            for event in (
+                {"type": "transcription_session.update", "session": session},
+                {"type": "input_audio_buffer.commit"},  # nothing appended: nothing happens
+                {"type": "response.create", "event_id": "evt_1"},
+                {"type": "input_audio_buffer.append", "audio": "not base64!"},
+                {"type": "transcription_session.update", "session": {"input_audio_transcription": {"language": "xx"}}},
+                {"type": "input_audio_buffer.clear"},
+                {"type": "input_audio_buffer.append", "audio": base64.b64encode(mulaw).decode()},
+                {"type": "input_audio_buffer.commit"},
+            ):
+                await ws.send(json.dumps(event))
+            while received[-1]["type"] != "conversation.item.input_audio_transcription.completed":
+                received.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+            return received
+
+    events = asyncio.run(scenario())
+    kinds = [event["type"] for event in events if "delta" not in event["type"]]
+    assert kinds == [
+        "transcription_session.created",
+        "transcription_session.updated",
+        "error",
+        "error",
+        "error",
+        "input_audio_buffer.cleared",
+        "input_audio_buffer.committed",
+        "conversation.item.input_audio_transcription.completed",
+    ]
+    unknown, bad_audio, bad_language = (event["error"] for event in events if event["type"] == "error")
+    assert unknown["event_id"] == "evt_1" and "response.create" in unknown["message"]
+    assert bad_audio["param"] == "audio" and "unsupported language 'xx'" in bad_language["message"]
+    assert events[-1]["usage"]["seconds"] == pytest.approx(3.0, abs=0.01)
+
+
+def test_a_session_without_intent_transcription_is_refused(server):
+    async def scenario():
+        async with connect(server.base.replace("http", "ws", 1) + "/v1/realtime?model=gpt-realtime") as ws:
+            return json.loads(await ws.recv())
+
+    refused = asyncio.run(scenario())
+    assert refused["type"] == "error" and "intent=transcription" in refused["error"]["message"]
