@@ -111,6 +111,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
                         realtime.parse_request,
                         settings.max_pending_text,
                         recognition,
+                        settings.live_max_pending_seconds,
                     )
                     host = settings.wyoming_host or settings.host
                     server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)

@@ -120,3 +120,20 @@ def _g711_table(codec: str) -> np.ndarray:
 def decode_g711(data: bytes, codec: str) -> np.ndarray:
     """Raw G.711 bytes (`pcm_mulaw` or `pcm_alaw`, a byte a sample) -> float32 samples."""
     return _g711_table(codec)[np.frombuffer(data, np.uint8)]
+
+
+def pcm_samples(data: bytes, width: int, channels: int) -> np.ndarray:
+    """Raw little-endian PCM frames (width 1: unsigned 8-bit; 2, 3, 4: signed) -> mono float32, the channels'
+    mean, each width scaled as libsndfile scales it. A trailing partial frame is left out."""
+    frames = len(data) // (width * channels)
+    raw = np.frombuffer(data[: frames * width * channels], np.uint8)
+    if width == 1:
+        samples = (raw.astype(np.float32) - np.float32(128.0)) / np.float32(128.0)
+    elif width == 3:
+        triples = raw.reshape(-1, 3).astype(np.int32)
+        values = triples[:, 0] | (triples[:, 1] << 8) | (triples[:, 2] << 16)
+        samples = (np.where(values >= 1 << 23, values - (1 << 24), values) / np.float32(1 << 23)).astype(np.float32)
+    else:
+        kind, scale = ("<i2", 32768.0) if width == 2 else ("<i4", 2147483648.0)
+        samples = raw.view(kind).astype(np.float32) / np.float32(scale)
+    return samples.reshape(frames, channels).mean(axis=1, dtype=np.float32)

@@ -19,3 +19,4 @@ class WyomingBackend:
     parse: RequestParser  # a config and a text validated as a POST /v1/audio/speech body (the API layer's)
     max_pending_text: int  # characters a streamed synthesis may have waiting to be spoken (MAX_PENDING_TEXT)
     recognition: dict[str, RecognitionService] = field(default_factory=dict)  # by recogniser id: speech to text
+    live_max_pending_seconds: float = 30.0  # audio an utterance may have waiting for recognition (LIVE_MAX_...)

@@ -20,32 +20,23 @@ from typing import Any
 
 from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
-from wyoming.error import Error
 from wyoming.event import Event, async_write_event
 from wyoming.info import Describe
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..errors import InvalidInputError, TTSError, error_body
+from ..errors import InvalidInputError, TTSError
 from ..service.realtime import DEFAULT_CONFIG, ChannelClosed, RealtimeSession, message_text
 from .backend import WyomingBackend
 from .info import describe
 from .languages import model_language
-from .transcription import Utterance, add_audio, open_audio, start_utterance, transcript_events
+from .refusals import error_event, refusal
+from .transcription import Utterance, add_audio, close_audio, finish_audio, open_audio, start_utterance
 
 log = logging.getLogger(__name__)
 
 RATE, WIDTH, CHANNELS = 24000, 2, 1
 OUTPUT = {"response_format": "pcm", "sample_rate": RATE}
-
-
-def error_event(error: dict) -> Event:
-    """The API's error object as a Wyoming error: its message and its code."""
-    return Error(text=error["message"], code=error["code"]).event()
-
-
-def refusal(exc: TTSError) -> Event:
-    return error_event(error_body(exc))
 
 
 class WyomingChannel:
@@ -129,6 +120,8 @@ class WyomingHandler(AsyncEventHandler):
         except (KeyError, TypeError, AttributeError) as exc:  # an event the library could not read: no way to go on
             log.warning("wyoming connection from %s closed: an unreadable event (%r)", peer, exc)
         finally:
+            if self.utterance is not None:  # left mid-utterance: its session's work stops
+                await close_audio(self.utterance)
             self.connections.discard(task)
             ms = round(1000 * (time.perf_counter() - started), 1)
             log.info("wyoming connection from %s closed", peer, extra={"peer": str(peer), "ms": ms})
@@ -164,10 +157,13 @@ class WyomingHandler(AsyncEventHandler):
         elif SynthesizeStop.is_type(event.type):
             await self._stop()
         elif Transcribe.is_type(event.type):
+            if self.utterance is not None:  # a new request: what the last one held is dropped
+                await close_audio(self.utterance)
             self.utterance = start_utterance(self.backend, event.data)
         elif AudioStart.is_type(event.type):
             self.utterance = self.utterance or start_utterance(self.backend, {})  # no transcribe: the defaults
-            open_audio(self.utterance, event.data)
+            limit = self.backend.live_max_pending_seconds
+            await open_audio(self.utterance, event.data, self.channel.after_queued, limit)
         elif AudioChunk.is_type(event.type):
             if self.utterance is None or not self.utterance.rate:
                 raise InvalidInputError("audio-chunk outside an utterance: send transcribe and audio-start first")
@@ -176,8 +172,7 @@ class WyomingHandler(AsyncEventHandler):
             utterance, self.utterance = self.utterance, None
             if utterance is None:
                 raise InvalidInputError("audio-stop without audio-start")
-            async for answer in transcript_events(utterance):
-                await self.channel.after_queued([answer])
+            await finish_audio(utterance)
         else:
             raise InvalidInputError(f"unknown event type {event.type!r}", param="type")
 

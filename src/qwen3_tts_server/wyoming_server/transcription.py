@@ -1,31 +1,37 @@
 """Speech to text on a Wyoming connection, as Home Assistant asks for it: `transcribe` (the model's name, the
 language, names and terms to listen for), then `audio-start`, `audio-chunk`s and `audio-stop`. The audio, at any
-rate, width and channel count, is transcribed once it stops, and the text goes out as it is decoded:
-`transcript-start`, a `transcript-chunk` for each piece of text, the whole `transcript`, then `transcript-stop`."""
+rate, width and channel count, is transcribed as it arrives, by a live session (`service/live_recognition.py`,
+the official streaming algorithm; no voice activity: the client's `audio-stop` ends the utterance). Text that later
+passes keep goes out while the audio still arrives: `transcript-start`, then a `transcript-chunk` for each piece
+(only ever appended), and after `audio-stop` the rest, the whole `transcript`, then `transcript-stop`."""
 
 from __future__ import annotations
 
-import io
-import wave
-from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 from wyoming.asr import Transcribe, Transcript, TranscriptChunk, TranscriptStart, TranscriptStop
 from wyoming.audio import AudioChunk, AudioStart
 from wyoming.event import Event
 
-from ..errors import InvalidInputError, PayloadTooLargeError
+from ..audio.decoding import pcm_samples
+from ..errors import InvalidInputError, PayloadTooLargeError, TTSError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.recognition import RecognitionService, TextDelta, TranscriptionRequest
-from ..service.recognition import Transcript as FullTranscript
+from ..service.live_recognition import LiveSession, LiveTranscript
+from ..service.recognition import RecognitionService
 from ..service.routing import route_recognizer
 from .backend import WyomingBackend
+from .refusals import refusal
+
+Write = Callable[[list[Event]], Awaitable[None]]
 
 
 @dataclass
 class Utterance:
-    """One transcription under way on a connection: its settings from `transcribe`, its audio from `audio-start`
-    and the chunks."""
+    """One transcription under way on a connection: its settings from `transcribe`, its audio's format from
+    `audio-start`, and the live session its chunks go to."""
 
     service: RecognitionService
     language: str | None
@@ -33,8 +39,10 @@ class Utterance:
     rate: int = 0
     width: int = 0
     channels: int = 0
-    audio: bytearray = field(default_factory=bytearray)
+    received: int = 0  # audio bytes
     refused: bool = False  # its audio was refused (an error was sent): the rest of it is dropped
+    session: LiveSession | None = None
+    forwarder: asyncio.Task | None = None
 
 
 def start_utterance(backend: WyomingBackend, data: dict) -> Utterance:
@@ -46,13 +54,22 @@ def start_utterance(backend: WyomingBackend, data: dict) -> Utterance:
     return Utterance(backend.recognition[hosted.id], language, hints)
 
 
-def open_audio(utterance: Utterance, data: dict) -> None:
+async def open_audio(utterance: Utterance, data: dict, write: Write, max_pending_seconds: float) -> None:
+    """The audio's format, and its live session (its text written with `write` as it is decoded)."""
     start = AudioStart.from_event(Event("audio-start", data))
     if start.width not in (1, 2, 3, 4) or start.rate <= 0 or start.channels <= 0:
         raise InvalidInputError(
             f"audio-start: unusable format {start.rate} Hz, {start.width} bytes, {start.channels} ch"
         )
+    if not 8000 <= start.rate <= 48000:
+        raise InvalidInputError(f"audio-start: {start.rate} Hz; the rate is from 8000 to 48000 Hz")
+    await close_audio(utterance)  # a second audio-start: what the first held is dropped
     utterance.rate, utterance.width, utterance.channels = start.rate, start.width, start.channels
+    session = LiveSession(
+        utterance.service.engine, start.rate, utterance.language, utterance.context, None, max_pending_seconds
+    )
+    utterance.session = await session.start()
+    utterance.forwarder = asyncio.create_task(_forward(utterance, session, write))
 
 
 def add_audio(utterance: Utterance, event: Event) -> None:
@@ -63,46 +80,59 @@ def add_audio(utterance: Utterance, event: Event) -> None:
     if (chunk.rate, chunk.width, chunk.channels) != (utterance.rate, utterance.width, utterance.channels):
         raise InvalidInputError("audio-chunk: its format differs from audio-start's")
     limit = utterance.service.max_bytes
-    if len(utterance.audio) + len(chunk.audio) > limit:
+    if utterance.received + len(chunk.audio) > limit:
         raise PayloadTooLargeError(f"the audio is larger than the {limit >> 20} MiB limit", param="audio")
-    utterance.audio += chunk.audio
+    assert utterance.session is not None
+    utterance.session.append(pcm_samples(chunk.audio, utterance.width, utterance.channels))
+    utterance.received += len(chunk.audio)
     utterance.refused = False
 
 
-async def transcript_events(utterance: Utterance) -> AsyncIterator[Event]:
-    """The transcript of an utterance whose audio has stopped, as Wyoming's streaming events (none for one whose
-    audio was refused: its error was the answer)."""
-    if utterance.refused:
-        return
-    request = TranscriptionRequest(wav_of(utterance), utterance.language, utterance.context, interactive=True)
-    events = utterance.service.stream(request)
-    try:
-        first = await anext(events)  # unusable audio is refused before anything is sent
-        yield TranscriptStart(language=language_code(utterance.language) if utterance.language else None).event()
-        event = first
-        while True:
-            if isinstance(event, TextDelta):
-                yield TranscriptChunk(event.text).event()
-            elif isinstance(event, FullTranscript):
-                heard = event.language.split(",")[0]
-                yield Transcript(event.text, language=language_code(heard) if heard else None).event()
-                yield TranscriptStop().event()
-                return
-            event = await anext(events)
-    finally:
-        await events.aclose()
-
-
-def wav_of(utterance: Utterance) -> bytes:
-    """The utterance's raw PCM as a WAV file, which the transcription reads as it reads an upload: one decoder
-    (PyAV) turns every width, channel count and rate into the model's 16 kHz mono."""
-    if not utterance.rate:
+async def finish_audio(utterance: Utterance) -> None:
+    """`audio-stop`: the utterance's last pass, then its transcript (nothing for one whose audio was refused: its
+    error was the answer)."""
+    if utterance.session is None:
         raise InvalidInputError("audio-stop without audio-start")
-    frame = utterance.width * utterance.channels
-    buffer = io.BytesIO()
-    with wave.open(buffer, "wb") as out:
-        out.setnchannels(utterance.channels)
-        out.setsampwidth(utterance.width)
-        out.setframerate(utterance.rate)
-        out.writeframes(bytes(utterance.audio[: len(utterance.audio) - len(utterance.audio) % frame]))
-    return buffer.getvalue()
+    if utterance.refused:
+        await close_audio(utterance)
+        return
+    utterance.session.commit()
+    await utterance.session.close()
+    if utterance.forwarder is not None:
+        await utterance.forwarder
+
+
+async def close_audio(utterance: Utterance) -> None:
+    """Stop the utterance's session at once (the client left, or started over)."""
+    if utterance.session is not None:
+        await utterance.session.cancel()
+    if utterance.forwarder is not None:
+        utterance.forwarder.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await utterance.forwarder
+    utterance.session = utterance.forwarder = None
+
+
+async def _forward(utterance: Utterance, session: LiveSession, write: Write) -> None:
+    """The session's transcripts as Wyoming's streaming events; a failed pass as an error event."""
+    sent, started = "", False
+    while (event := await session.events.get()) is not None:
+        if isinstance(event, TTSError):
+            await write([refusal(event)])
+            continue
+        if not isinstance(event, LiveTranscript):
+            continue
+        events = []
+        if not started:
+            forced = language_code(utterance.language) if utterance.language else None
+            events.append(TranscriptStart(language=forced).event())
+        if event.settled.startswith(sent) and len(event.settled) > len(sent):
+            events.append(TranscriptChunk(event.settled[len(sent) :]).event())
+            sent = event.settled
+        if event.final:
+            heard = event.language.split(",")[0]
+            events += [Transcript(event.text, language=language_code(heard) if heard else None).event()]
+            events.append(TranscriptStop().event())
+        if len(events) > (0 if started else 1):  # a transcript-start alone waits for its first text
+            started = True
+            await write(events)
