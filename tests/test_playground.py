@@ -22,6 +22,7 @@ from parity_cases import REF_TEXT, write_reference
 from qwen3_tts_server.http_contract import UNAUTHORIZED_MESSAGE
 from qwen3_tts_server.testing.live_gateway import live_gateway
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
+from test_voice_activity import spoken
 
 CHROMIUM = Path("/usr/bin/chromium")
 if not CHROMIUM.exists():
@@ -60,12 +61,22 @@ def reference(tmp_path_factory) -> Path:
 
 
 @pytest.fixture(scope="module")
-def browser(reference) -> Iterator:
-    microphone = f"--use-file-for-fake-audio-capture={reference}"  # what the fake microphone hears, looped
-    with sync_api.sync_playwright() as playwright:
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=[*CHROMIUM_ARGS, microphone])
-        yield browser
-        browser.close()
+def playwright() -> Iterator:
+    with sync_api.sync_playwright() as running:
+        yield running
+
+
+def launched(playwright, microphone: Path) -> Iterator:
+    """Chromium whose fake microphone plays `microphone`, looped."""
+    args = [*CHROMIUM_ARGS, f"--use-file-for-fake-audio-capture={microphone}"]
+    browser = playwright.chromium.launch(executable_path=str(CHROMIUM), args=args)
+    yield browser
+    browser.close()
+
+
+@pytest.fixture(scope="module")
+def browser(playwright, reference) -> Iterator:
+    yield from launched(playwright, reference)
 
 
 @pytest.fixture(scope="module")
@@ -113,8 +124,8 @@ def open_page(browser) -> Iterator[Callable]:
             outside.append(route.request.url)
             route.abort()
 
-    def open_(base: str, key: str = KEY, init_script: str | None = None):
-        context = browser.new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
+    def open_(base: str, key: str = KEY, init_script: str | None = None, in_browser=None):
+        context = (in_browser or browser).new_context(viewport={"width": 1280, "height": 900}, accept_downloads=True)
         contexts.append(context)
         context.route("**/*", keep_local)
         if init_script:
@@ -379,3 +390,29 @@ def test_a_server_of_recognisers_alone_shows_the_transcription_panel_only(both_f
         page.click("#transcribe")
         page.wait_for_function(f"() => {STATE}.transcription.done")
         assert page.evaluate(f"{STATE}.transcription.error") is None
+
+
+@pytest.fixture(scope="module")
+def speaking_browser(playwright, tmp_path_factory) -> Iterator:
+    """A browser whose fake microphone says a sentence by espeak-ng, then is silent for 1.5 s, over and over."""
+    folder = tmp_path_factory.mktemp("sentence")
+    sentence = spoken("Turn on the kitchen lights, please.", folder)
+    path = folder / "sentence.wav"
+    sf.write(path, np.concatenate([sentence, np.zeros(24000, np.float32)]), 16000, subtype="PCM_16")
+    yield from launched(playwright, path)
+
+
+def test_live_transcription_from_the_microphone(listener, open_page, speaking_browser):
+    """The sentence streamed to WS /ws/transcribe: a final where the server's voice activity hears it stop, then
+    Stop flushes what is held and closes the session."""
+    page = open_page(listener.base, in_browser=speaking_browser)
+    page.click("#asr-live")
+    expect(page.locator("#asr-live")).to_have_text("Stop live transcription")
+    page.wait_for_function(f"() => {STATE}.transcription.live.finals.length > 0")
+    expect(page.locator("#asr-live-text")).not_to_be_empty()
+    screenshot(page, "live")
+    page.click("#asr-live")
+    page.wait_for_function(f"() => !{STATE}.transcription.live.running")
+    live = page.evaluate(f"{STATE}.transcription.live")
+    assert live["error"] is None and all(live["finals"])
+    expect(page.locator("#asr-live")).to_have_text("Live from the microphone")

@@ -51,7 +51,12 @@ async function errorMessage(response) {
 
 /** The speech WebSocket's URL; the key goes in the query, as browsers cannot set a WebSocket's headers. */
 export function speechSocketUrl() {
-  const url = new URL("v1/audio/speech/ws", document.baseURI);
+  return socketUrl("v1/audio/speech/ws");
+}
+
+/** A WebSocket route's URL (relative to the page), with the key in its query. */
+export function socketUrl(path) {
+  const url = new URL(path, document.baseURI);
   url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
   const key = apiKey.get();
   if (key) url.searchParams.set("api_key", key);

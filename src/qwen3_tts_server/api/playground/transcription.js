@@ -3,12 +3,13 @@
 // hosted, its words drawn on the recording's waveform at their times.
 
 import { ApiError, api, apiResponse } from "./api.js";
+import { live, toggleLive } from "./live.js";
 import { Microphone } from "./microphone.js";
 
 const $ = (id) => document.getElementById(id);
 const ACCENT = "#2f6fde";
 
-export const asr = { running: false, done: false, deltas: 0, text: "", words: [], error: null };
+export const asr = { running: false, done: false, deltas: 0, text: "", words: [], error: null, live };
 let recognizer = null; // its /v1/models entry
 let recorded = null; // a File from the microphone, used instead of the file input's
 const microphone = new Microphone(
@@ -140,4 +141,8 @@ $("asr-record").addEventListener("click", async () => {
   showError(null);
   await microphone.toggle();
   if (microphone.recording) $("asr-record").textContent = "Stop recording";
+});
+$("asr-live").addEventListener("click", () => {
+  showError(null);
+  toggleLive($("asr-language").value, showError);
 });
