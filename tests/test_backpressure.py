@@ -88,6 +88,8 @@ def test_a_client_that_stops_reading_pauses_its_row_and_others_run_at_full_speed
         reader_away = engine.submit(job_for(model, REQUESTS[0], params[0], max_frames=60, suppress_eos=True))
         first = await anext(reader_away)  # the client has begun listening, then takes nothing more for a while
         other = await collect(engine.submit(job_for(model, REQUESTS[1], params[1], max_frames=60, suppress_eos=True)))
+        # Its last audio reaches the client as the engine thread frees its row: wait for that, not a step longer.
+        await asyncio.wait_for(until(lambda: engine.active == 0), 30)
         seen = (engine.active, engine.paused, engine.generator.stepping, engine.generator.active)
         held = reader_away._handle.frames_sent - first.frames
         codes, _, _ = await collect(reader_away)  # the client comes back: the row resumes and finishes

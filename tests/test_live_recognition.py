@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 import soxr
 
+from live_cases import pass_by_pass
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.errors import PendingAudioLimitError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
-from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
+from qwen3_tts_server.model.asr.streaming import StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.service.live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
 from qwen3_tts_server.testing.signals import voiced_glide
@@ -30,14 +31,7 @@ def transcriber(both_families) -> Transcriber:
 
 
 def alone(transcriber: Transcriber, wave: np.ndarray) -> list[str]:
-    """The texts after each pass of the utterance run at the model layer, alone."""
-    utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber), STREAMING)
-    texts = []
-    for start in range(0, len(wave), 32000):
-        if utterance.feed(wave[start : start + 32000]):
-            texts.append(utterance.text)
-    utterance.finish()
-    return [*texts, utterance.text]
+    return pass_by_pass(transcriber, wave, STREAMING)
 
 
 def run_session(transcriber, feeds, rate=16000, voice_activity=None, commit=True) -> list:

@@ -16,26 +16,13 @@ import pytest
 import soxr
 from websockets.asyncio.client import connect
 
-from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.testing.live_server import live_process
 from qwen3_tts_server.testing.signals import voiced_glide
+from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 
-ENV = {"IDLE_TIMEOUT": "0", "MAX_REQUEST_FRAMES": "6"}
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def server(both_families):
-    with live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=ENV) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def transcriber(both_families) -> Transcriber:
-    return Transcriber(load_asr_checkpoint(both_families["asr"]))
 
 
 def pcm24k(wave16k: np.ndarray) -> bytes:
@@ -49,14 +36,14 @@ def heard_by_the_server(chunks: list[bytes]) -> np.ndarray:
     return np.concatenate([*pieces, stream.resample_chunk(np.zeros(0, np.float32), last=True)]).astype(np.float32)
 
 
-def final_text(transcriber: Transcriber, wave: np.ndarray, language: str | None) -> str:
-    utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber, "", language))
+def final_text(model: Transcriber, wave: np.ndarray, language: str | None) -> str:
+    utterance = LiveUtterance(model, IncrementalPasses(model, "", language))
     utterance.feed(wave)
     utterance.finish()
     return utterance.text
 
 
-def test_the_openai_sdk_with_pipecats_session_gets_deltas_and_the_transcript(server, transcriber):
+def test_the_openai_sdk_with_pipecats_session_gets_deltas_and_the_transcript(server, transcriber):  # noqa: F811
     chunks = [pcm24k(voiced_glide(5.0, pitch=140.0))[i : i + 4800] for i in range(0, 240000, 4800)]  # 100 ms
     expected = final_text(transcriber, heard_by_the_server(chunks), "English")
     session = {
@@ -152,7 +139,7 @@ def test_livekits_beta_session_with_server_vad_gets_an_item_per_sentence(server,
     assert committed[0]["previous_item_id"] is None and committed[1]["previous_item_id"] == items[0]
 
 
-def test_g711_audio_and_bad_events(server):
+def test_g711_audio_and_bad_events(server):  # noqa: F811
     mulaw = np.random.default_rng(3).integers(0, 256, 8000 * 3, dtype=np.uint8).tobytes()
 
     async def scenario():
@@ -193,7 +180,7 @@ def test_g711_audio_and_bad_events(server):
     assert events[-1]["usage"]["seconds"] == pytest.approx(3.0, abs=0.01)
 
 
-def test_a_session_without_intent_transcription_is_refused(server):
+def test_a_session_without_intent_transcription_is_refused(server):  # noqa: F811
     async def scenario():
         async with connect(server.base.replace("http", "ws", 1) + "/v1/realtime?model=gpt-realtime") as ws:
             return json.loads(await ws.recv())

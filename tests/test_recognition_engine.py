@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 from asr_cases import ASR_CHECKPOINTS
+from live_cases import pass_by_pass
 from qwen3_tts_server.engine.jobs import RequestClock
 from qwen3_tts_server.engine.recognition import TRANSCRIPTION_FAILED, RecognitionEngine, TranscriptionJob
 from qwen3_tts_server.errors import (
@@ -91,13 +92,7 @@ def test_live_passes_decode_in_the_engine_beside_uploads_as_they_do_alone(transc
     uploads' tokens are theirs alone."""
     wave = voiced_glide(11.0, pitch=140.0)
     settings = StreamingSettings(max_new_tokens=6)
-    alone_utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber), settings)
-    expected = []
-    for start in range(0, len(wave), 32000):
-        if alone_utterance.feed(wave[start : start + 32000]):
-            expected.append(alone_utterance.output)
-    alone_utterance.finish()
-    expected.append(alone_utterance.output)
+    expected = pass_by_pass(transcriber, wave, settings, field="output")
     live = LiveUtterance(transcriber, IncrementalPasses(transcriber), settings)
     uploads = [job(*spec) for spec in PARTS[:3]]
     engine = RecognitionEngine(transcriber, max_batch_size=3).start()

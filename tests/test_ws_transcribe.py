@@ -9,37 +9,23 @@ import asyncio
 import json
 
 import numpy as np
-import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
-from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
-from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
+from live_cases import pass_by_pass
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.testing.live_server import live_process
 from qwen3_tts_server.testing.signals import voiced_glide
+from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 
-ENV = {"IDLE_TIMEOUT": "0", "MAX_REQUEST_FRAMES": "6"}
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def server(both_families):
-    with live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=ENV) as live:
-        yield live
-
-
-@pytest.fixture(scope="module")
-def transcriber(both_families) -> Transcriber:
-    return Transcriber(load_asr_checkpoint(both_families["asr"]))
 
 
 def pcm(wave: np.ndarray) -> bytes:
     return (np.clip(wave, -1, 1) * 32767).astype("<i2").tobytes()
 
 
-def ws_url(server, query: str = "") -> str:
-    return server.base.replace("http", "ws", 1) + "/ws/transcribe" + (f"?{query}" if query else "")
+def ws_url(live, query: str = "") -> str:
+    return live.base.replace("http", "ws", 1) + "/ws/transcribe" + (f"?{query}" if query else "")
 
 
 async def receive(ws: ClientConnection) -> dict:
@@ -53,19 +39,12 @@ async def until_final(ws: ClientConnection) -> list[dict]:
     return frames
 
 
-def streamed_texts(transcriber: Transcriber, data: bytes) -> list[str]:
+def streamed_texts(model: Transcriber, data: bytes) -> list[str]:
     """The official algorithm's text after each pass over the same 16-bit samples, run at the model layer."""
-    utterance = LiveUtterance(transcriber, IncrementalPasses(transcriber))
-    texts = []
-    samples = np.frombuffer(data, "<i2").astype(np.float32) / 32768.0
-    for start in range(0, len(samples), 32000):
-        if utterance.feed(samples[start : start + 32000]):
-            texts.append(utterance.text)
-    utterance.finish()
-    return [*texts, utterance.text]
+    return pass_by_pass(model, np.frombuffer(data, "<i2").astype(np.float32) / 32768.0)
 
 
-def test_partials_and_one_final_per_flush_are_the_streaming_algorithms_texts(server, transcriber):
+def test_partials_and_one_final_per_flush_are_the_streaming_algorithms_texts(server, transcriber):  # noqa: F811
     data = pcm(voiced_glide(5.0, pitch=140.0))
     expected = streamed_texts(transcriber, data)
 
@@ -93,7 +72,7 @@ def test_partials_and_one_final_per_flush_are_the_streaming_algorithms_texts(ser
     assert empty == [{"text": "", "is_partial": False, "is_final": True}]
 
 
-def test_telephony_audio_and_the_actions_as_the_earlier_server_answered_them(server):
+def test_telephony_audio_and_the_actions_as_the_earlier_server_answered_them(server):  # noqa: F811
     async def scenario():
         async with connect(ws_url(server, "sample_rate=8000&use_server_vad=false")) as ws:
             replies = [await receive(ws)]
@@ -139,7 +118,7 @@ def test_server_voice_activity_sends_a_final_where_speech_stops(server, conversa
     assert first[-1]["text"] and second[-1]["text"]  # two sentences, two finals, no flush
 
 
-def test_an_unsupported_sample_rate_is_an_error_frame_then_a_close(server):
+def test_an_unsupported_sample_rate_is_an_error_frame_then_a_close(server):  # noqa: F811
     async def scenario():
         async with connect(ws_url(server, "sample_rate=4000")) as ws:
             return await receive(ws)

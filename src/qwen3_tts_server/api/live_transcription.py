@@ -31,7 +31,7 @@ from ..model.asr.languages import resolve_language
 from ..service.live_recognition import LiveSession, LiveTranscript
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
-from .realtime import authorized
+from .realtime import accepted
 
 router = APIRouter()
 log = logging.getLogger(__name__)
@@ -60,10 +60,8 @@ def typed_error_message(error: TTSError) -> dict:
 
 @router.websocket("/ws/transcribe")
 async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
-    await websocket.accept()
     settings = services.settings
-    if not authorized(websocket, settings.accepted_keys()):
-        await websocket.close(code=1008, reason="missing or wrong API key")
+    if not await accepted(websocket, settings.accepted_keys()):
         return
     query = websocket.query_params
     try:

@@ -24,6 +24,16 @@ def authorized(websocket: WebSocket, keys: list[str]) -> bool:
     return key_accepted(keys, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
 
 
+async def accepted(websocket: WebSocket, keys: list[str]) -> bool:
+    """Accept the WebSocket; False, once closed with 1008, when its key is missing or wrong (closed after the
+    handshake so that browsers, which never see a refused handshake's status, learn why)."""
+    await websocket.accept()
+    if authorized(websocket, keys):
+        return True
+    await websocket.close(code=1008, reason="missing or wrong API key")
+    return False
+
+
 def parse_request(config: dict[str, Any], text: str) -> SynthesisRequest:
     """A session config and a text, validated as a POST /v1/audio/speech body would be."""
     try:
@@ -54,10 +64,7 @@ class SocketChannel:
 
 @router.websocket("/v1/audio/speech/ws")
 async def speech_ws(websocket: WebSocket, services: ServicesDep) -> None:
-    await websocket.accept()
-    if not authorized(websocket, services.settings.accepted_keys()):
-        # Closed after the handshake so that browsers, which never see a refused handshake's status, learn why.
-        await websocket.close(code=1008, reason="missing or wrong API key")
+    if not await accepted(websocket, services.settings.accepted_keys()):
         return
     limit = services.settings.max_pending_text
     async with RealtimeSession(services.speech, SocketChannel(websocket), parse_request, limit) as session:

@@ -12,7 +12,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from ..errors import InvalidInputError, TTSError
 from ..service.realtime_transcription import RealtimeTranscription, error_event
 from .dependencies import ServicesDep
-from .realtime import authorized
+from .realtime import accepted
 
 router = APIRouter()
 
@@ -34,10 +34,8 @@ class _Sender:
 
 @router.websocket("/v1/realtime")
 async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
-    await websocket.accept()
     settings = services.settings
-    if not authorized(websocket, settings.accepted_keys()):
-        await websocket.close(code=1008, reason="missing or wrong API key")
+    if not await accepted(websocket, settings.accepted_keys()):
         return
     send = _Sender(websocket)
     if websocket.query_params.get("intent") != "transcription":

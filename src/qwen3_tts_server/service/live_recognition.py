@@ -32,6 +32,14 @@ log = logging.getLogger(__name__)
 KEPT_BEFORE_SPEECH = 2.0  # seconds of audio outside speech kept, from which an utterance's prefix padding is taken
 
 
+async def cancelled(task: asyncio.Task | None) -> None:
+    """Cancel `task` (if any) and wait until it has ended."""
+    if task is not None:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
 @dataclass(frozen=True)
 class LiveTranscript:
     """An utterance's transcription so far (`final`: its last)."""
@@ -134,10 +142,7 @@ class LiveSession:
 
     async def cancel(self) -> None:
         """Stop at once (the client left): nothing more is sent."""
-        if self._worker is not None:
-            self._worker.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._worker
+        await cancelled(self._worker)
 
     # -- the worker: one action at a time, in order ------------------------------------------------------------
 

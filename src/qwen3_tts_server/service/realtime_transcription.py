@@ -19,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import base64
 import binascii
-import contextlib
 import json
 import uuid
 from collections.abc import Awaitable, Callable
@@ -33,7 +32,7 @@ from ..audio.voice_activity import VoiceActivitySettings
 from ..engine.registry import ModelRegistry
 from ..errors import InvalidInputError, TTSError
 from ..model.asr.languages import resolve_language
-from .live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
+from .live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
 from .recognition import RecognitionService
 from .routing import route_recognizer
 
@@ -151,10 +150,7 @@ class RealtimeTranscription:
         """The client left: the session's work stops."""
         if self.live is not None:
             await self.live.cancel()
-        if self._pump is not None:
-            self._pump.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._pump
+        await cancelled(self._pump)
 
     def _kind(self, verb: str) -> str:
         return f"transcription_session.{verb}" if self.beta else f"session.{verb}"

@@ -8,7 +8,6 @@ passes keep goes out while the audio still arrives: `transcript-start`, then a `
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -19,7 +18,7 @@ from wyoming.event import Event
 from ..audio.decoding import pcm_samples
 from ..errors import InvalidInputError, PayloadTooLargeError, TTSError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.live_recognition import LiveSession, LiveTranscript
+from ..service.live_recognition import LiveSession, LiveTranscript, cancelled
 from ..service.recognition import RecognitionService
 from ..service.routing import route_recognizer
 from .backend import WyomingBackend
@@ -106,10 +105,7 @@ async def close_audio(utterance: Utterance) -> None:
     """Stop the utterance's session at once (the client left, or started over)."""
     if utterance.session is not None:
         await utterance.session.cancel()
-    if utterance.forwarder is not None:
-        utterance.forwarder.cancel()
-        with contextlib.suppress(asyncio.CancelledError):
-            await utterance.forwarder
+    await cancelled(utterance.forwarder)
     utterance.session = utterance.forwarder = None
 
 
