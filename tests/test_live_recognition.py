@@ -111,3 +111,28 @@ def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcr
         assert asyncio.run(scenario()) >= 2  # the first 2 s: a partial, a final, the end
     finally:
         engine.stop()
+
+
+def test_speech_cleared_mid_utterance_is_dropped_and_the_next_one_is_heard(transcriber, conversation):  # noqa: F811
+    wave, _ = conversation
+    engine = RecognitionEngine(transcriber, max_batch_size=2).start()
+
+    async def scenario():
+        session = await LiveSession(engine, voice_activity=VoiceActivitySettings(), streaming=STREAMING).start()
+        session.append(wave[: 2 * 16000])  # the first sentence begins
+        session.clear()
+        session.append(wave[2 * 16000 :])
+        await session.close()
+        events = []
+        while (event := session.events.get_nowait()) is not None:
+            events.append(event)
+        return events
+
+    try:
+        events = asyncio.run(scenario())
+    finally:
+        engine.stop()
+    kinds = [(type(event).__name__, getattr(event, "kind", getattr(event, "final", None))) for event in events]
+    assert kinds[0] == ("SpeechBoundary", "started") and ("LiveTranscript", True) in kinds
+    finals = [event for event in events if isinstance(event, LiveTranscript) and event.final]
+    assert [event.utterance for event in finals] == [1] and finals[0].text  # the cleared one has no final

@@ -87,6 +87,7 @@ class LiveSession:
     ):
         self.engine, self.rate, self.language, self.context = engine, rate, language, context
         self.voice_activity = VoiceActivity(voice_activity) if voice_activity is not None else None
+        self._heard_from = 0  # where in the session the voice activity's own sample 0 is
         self.max_pending_seconds = max_pending_seconds
         self.streaming = streaming or StreamingSettings()
         self.events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
@@ -160,6 +161,7 @@ class LiveSession:
                 elif action == "configure":
                     self.language, self.context, activity = samples
                     self.voice_activity = VoiceActivity(activity) if activity is not None else None
+                    self._heard_from = self._base + len(self._audio)
                 else:
                     await self._hear(self._resampled(np.zeros(0, np.float32), last=True))
                     self._resampler = self._new_resampler()
@@ -187,12 +189,14 @@ class LiveSession:
         if self.voice_activity is None and self._utterance is None and len(samples):
             self._begin(start)
         for boundary in boundaries:
+            sample = self._heard_from + boundary.sample
             if boundary.kind == "started":
-                self._begin(max(boundary.sample, self._base, self._given))
-                self._emit(SpeechBoundary(self.utterances - 1, "started", boundary.sample / SAMPLE_RATE))
-            else:
-                await self._give(min(boundary.sample, start + len(samples)))
-                self._emit(SpeechBoundary(self.utterances - 1, "stopped", boundary.sample / SAMPLE_RATE))
+                await self._end_utterance()  # one left open by a change of settings ends first
+                self._begin(max(sample, self._base, self._given))
+                self._emit(SpeechBoundary(self.utterances - 1, "started", sample / SAMPLE_RATE))
+            elif self._utterance is not None:  # (none when the client cleared it meanwhile)
+                await self._give(min(sample, start + len(samples)))
+                self._emit(SpeechBoundary(self.utterances - 1, "stopped", sample / SAMPLE_RATE))
                 await self._end_utterance()
         if self._utterance is not None:
             await self._give(start + len(samples))
