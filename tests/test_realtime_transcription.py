@@ -153,6 +153,10 @@ def test_g711_audio_and_bad_events(server):  # noqa: F811
                 {"type": "response.create", "event_id": "evt_1"},
                 {"type": "input_audio_buffer.append", "audio": "not base64!"},
                 {"type": "transcription_session.update", "session": {"input_audio_transcription": {"language": "xx"}}},
+                {
+                    "type": "transcription_session.update",
+                    "session": {"turn_detection": {"type": "server_vad", "threshold": "high"}},
+                },
                 {"type": "input_audio_buffer.clear"},
                 {"type": "input_audio_buffer.append", "audio": base64.b64encode(mulaw).decode()},
                 {"type": "input_audio_buffer.commit"},
@@ -170,11 +174,13 @@ def test_g711_audio_and_bad_events(server):  # noqa: F811
         "error",
         "error",
         "error",
+        "error",
         "input_audio_buffer.cleared",
         "input_audio_buffer.committed",
         "conversation.item.input_audio_transcription.completed",
     ]
-    unknown, bad_audio, bad_language = (event["error"] for event in events if event["type"] == "error")
+    unknown, bad_audio, bad_language, bad_threshold = (event["error"] for event in events if event["type"] == "error")
+    assert bad_threshold["param"] == "session.turn_detection.threshold" and "'high'" in bad_threshold["message"]
     assert unknown["event_id"] == "evt_1" and "response.create" in unknown["message"]
     assert bad_audio["param"] == "audio" and "unsupported language 'xx'" in bad_language["message"]
     assert events[-1]["usage"]["seconds"] == pytest.approx(3.0, abs=0.01)

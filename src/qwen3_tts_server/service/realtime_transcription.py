@@ -81,7 +81,8 @@ def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> Tra
     """The options after an update's `session` object (only the keys it sets change), checked."""
     if not isinstance(session, dict):
         raise _invalid("session is an object", "session")
-    audio = session.get("audio", {}).get("input", {}) if isinstance(session.get("audio"), dict) else {}
+    audio = session["audio"].get("input") if isinstance(session.get("audio"), dict) else None
+    audio = audio if isinstance(audio, dict) else {}
     changed = TranscriptionOptions(**vars(options))
     if not beta and session.get("type", "transcription") != "transcription":
         raise _invalid("this server serves transcription sessions: session.type is 'transcription'", "session.type")
@@ -114,8 +115,17 @@ def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> Tra
 
 
 def _vad_fields(turn: dict) -> dict:
-    """The server_vad fields a turn detection sets (semantic_vad has none of them: the defaults)."""
-    return {key: turn[key] for key in ("threshold", "prefix_padding_ms", "silence_duration_ms") if key in turn}
+    """The server_vad fields a turn detection sets (semantic_vad has none of them: the defaults), checked."""
+    fields = {}
+    for key, kind in (("threshold", float), ("prefix_padding_ms", int), ("silence_duration_ms", int)):
+        if key in turn:
+            value = turn[key]
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise _invalid(f"turn_detection.{key} is a number, not {value!r}", f"session.turn_detection.{key}")
+            fields[key] = kind(value)
+    if not 0 < fields.get("threshold", 0.5) < 1:
+        raise _invalid("turn_detection.threshold is between 0 and 1", "session.turn_detection.threshold")
+    return fields
 
 
 class RealtimeTranscription:
@@ -215,7 +225,10 @@ class RealtimeTranscription:
             await self._error(error, client_event)
 
     async def _update(self, session: Any) -> None:
-        options = read_options(session, self.options, self.beta)
+        try:
+            options = read_options(session, self.options, self.beta)
+        except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong kind
+            raise _invalid(f"session: {exc}", "session") from None
         hosted = route_recognizer(self.registry, options.model)
         self.options = options
         if hosted.id != self._engine_id or self.live is None or self.live.rate != options.rate:
