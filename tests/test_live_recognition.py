@@ -23,6 +23,7 @@ from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 
 STREAMING = StreamingSettings(max_new_tokens=6)
+CLEAR = object()  # in `run_session`'s feeds: the session is cleared there
 
 
 @pytest.fixture(scope="module")
@@ -35,13 +36,16 @@ def alone(transcriber: Transcriber, wave: np.ndarray) -> list[str]:
 
 
 def run_session(transcriber, feeds, rate=16000, voice_activity=None, commit=True) -> list:
-    """Feed each piece (a quarter second apart in the event loop's order), commit if asked, close; all events."""
+    """Feed each piece in turn (CLEAR: clear the session instead), commit if asked, close; all its events."""
     engine = RecognitionEngine(transcriber, max_batch_size=2).start()
 
     async def scenario():
         session = await LiveSession(engine, rate, voice_activity=voice_activity, streaming=STREAMING).start()
         for piece in feeds:
-            session.append(piece)
+            if piece is CLEAR:
+                session.clear()
+            else:
+                session.append(piece)
             await asyncio.sleep(0)
         if commit:
             session.commit()
@@ -115,23 +119,8 @@ def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcr
 
 def test_speech_cleared_mid_utterance_is_dropped_and_the_next_one_is_heard(transcriber, conversation):  # noqa: F811
     wave, _ = conversation
-    engine = RecognitionEngine(transcriber, max_batch_size=2).start()
-
-    async def scenario():
-        session = await LiveSession(engine, voice_activity=VoiceActivitySettings(), streaming=STREAMING).start()
-        session.append(wave[: 2 * 16000])  # the first sentence begins
-        session.clear()
-        session.append(wave[2 * 16000 :])
-        await session.close()
-        events = []
-        while (event := session.events.get_nowait()) is not None:
-            events.append(event)
-        return events
-
-    try:
-        events = asyncio.run(scenario())
-    finally:
-        engine.stop()
+    feeds = [wave[: 2 * 16000], CLEAR, wave[2 * 16000 :]]  # cleared while the first sentence goes on
+    events = run_session(transcriber, feeds, voice_activity=VoiceActivitySettings(), commit=False)
     kinds = [(type(event).__name__, getattr(event, "kind", getattr(event, "final", None))) for event in events]
     assert kinds[0] == ("SpeechBoundary", "started") and ("LiveTranscript", True) in kinds
     finals = [event for event in events if isinstance(event, LiveTranscript) and event.final]

@@ -75,10 +75,14 @@ def test_noise_and_silence_raise_nothing():
     assert detected(noise, 1000) == [] and detected(np.zeros(3 * SAMPLE_RATE, np.float32), 1000) == []
 
 
-def test_reset_starts_the_stream_over(conversation):
+def test_streams_fed_in_turn_each_hear_what_they_hear_alone(conversation):
+    """Every detector keeps its own recurrent state: two fed alternately, piece by piece, find the events each finds
+    alone (sessions run side by side)."""
     wave, _ = conversation
-    activity = VoiceActivity()
-    first = activity.feed(wave[: 2 * SAMPLE_RATE])
-    assert activity.speaking and [event.kind for event in first] == ["started"]
-    activity.reset()
-    assert not activity.speaking and activity.feed(wave[: 2 * SAMPLE_RATE]) == first
+    later = np.concatenate([np.zeros(SAMPLE_RATE, np.float32), wave[: len(wave) // 2]])  # a second on
+    first, second = VoiceActivity(), VoiceActivity()
+    found: tuple[list[SpeechEvent], list[SpeechEvent]] = ([], [])
+    for start in range(0, len(wave), 4096):
+        found[0].extend(first.feed(wave[start : start + 4096]))
+        found[1].extend(second.feed(later[start : start + 4096]))
+    assert found == (detected(wave, 4096), detected(later, 4096)) and found[0] != found[1]

@@ -20,10 +20,10 @@ import contextlib
 import json
 import logging
 
-import numpy as np
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
+from ..audio.decoding import pcm_samples
 from ..audio.voice_activity import VoiceActivitySettings
 from ..config import Settings
 from ..errors import TTSError
@@ -121,7 +121,7 @@ class _Connection:
         if len(data) % 2:
             data, self.odd = data[:-1], data[-1:]
         try:
-            self.session.append(np.frombuffer(data, "<i2").astype(np.float32) / 32768.0)
+            self.session.append(pcm_samples(data, 2, 1))
         except TTSError as error:
             return typed_error_message(error)
         return None

@@ -55,7 +55,6 @@ class VoiceActivity:
             speech_pad_ms=self.settings.prefix_padding_ms,
         )
         self._pending = np.zeros(0, np.float32)
-        self.speaking = False
 
     @torch.inference_mode()
     def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
@@ -65,16 +64,8 @@ class VoiceActivity:
         for start in range(0, whole, FRAME):
             found = self._iterator(torch.from_numpy(self._pending[start : start + FRAME]))
             if found and "start" in found:
-                self.speaking = True
                 events.append(SpeechEvent("started", int(found["start"])))
             elif found and "end" in found:
-                self.speaking = False
                 events.append(SpeechEvent("stopped", int(found["end"])))
         self._pending = self._pending[whole:]
         return events
-
-    def reset(self) -> None:
-        """Forget the stream so far (a cleared buffer): the next sample fed is sample 0."""
-        self._iterator.reset_states()
-        self._pending = np.zeros(0, np.float32)
-        self.speaking = False

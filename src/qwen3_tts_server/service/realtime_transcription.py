@@ -25,9 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
-
-from ..audio.decoding import decode_g711
+from ..audio.decoding import decode_g711, pcm_samples
 from ..audio.voice_activity import VoiceActivitySettings
 from ..engine.registry import ModelRegistry
 from ..errors import InvalidInputError, TTSError
@@ -58,12 +56,10 @@ class TranscriptionOptions:
     turn_detection: dict | None = field(default_factory=lambda: dict(SERVER_VAD))
 
     def voice_activity(self) -> VoiceActivitySettings | None:
-        if self.turn_detection is None:
+        turn = self.turn_detection  # whole and checked (`read_options`)
+        if turn is None:
             return None
-        given = {**SERVER_VAD, **self.turn_detection}
-        return VoiceActivitySettings(
-            float(given["threshold"]), int(given["prefix_padding_ms"]), int(given["silence_duration_ms"])
-        )
+        return VoiceActivitySettings(turn["threshold"], turn["prefix_padding_ms"], turn["silence_duration_ms"])
 
 
 def error_event(error: TTSError) -> dict:
@@ -264,10 +260,7 @@ class RealtimeTranscription:
         except (binascii.Error, ValueError):
             raise _invalid("audio is not valid base64", "audio") from None
         codec = BETA_FORMATS[self.options.audio_format][0]
-        if codec == "pcm16":
-            samples = np.frombuffer(data[: len(data) // 2 * 2], "<i2").astype(np.float32) / np.float32(32768.0)
-        else:
-            samples = decode_g711(data, codec)
+        samples = pcm_samples(data, 2, 1) if codec == "pcm16" else decode_g711(data, codec)
         if len(samples) and self.live is not None:
             self.live.append(samples)
             self._appended = True

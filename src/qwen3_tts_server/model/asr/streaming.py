@@ -23,7 +23,7 @@ import torch
 
 from .decoding import INITIAL_CAPACITY, CachedPrompt, GreedyRows
 from .encoder import audio_tokens
-from .mel import HOP, N_FFT, SAMPLE_RATE, log_mel
+from .mel import HOP, N_FFT, SAMPLE_RATE
 from .transcriber import MIN_SAMPLES, Transcriber, part_budget
 from .transcript import parse_transcript
 
@@ -205,7 +205,7 @@ class IncrementalPasses:
         """All the audio heard, encoded: finished blocks whose features are unchanged taken as they were."""
         model = self.transcriber.model
         encoder, size = model.encoder, model.encoder.block_frames
-        features = log_mel(torch.from_numpy(heard).to(model.device)).to(model.dtype)
+        features = self.transcriber.features(model, heard)
         pieces = list(features.split(size, dim=1))
         kept = 0
         while kept < min(len(self.blocks), len(pieces)) and torch.equal(self.blocks[kept].features, pieces[kept]):

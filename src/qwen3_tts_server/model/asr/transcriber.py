@@ -132,10 +132,15 @@ class Transcriber:
 
     @torch.inference_mode()
     def encode(self, checkpoint: AsrCheckpoint, wave: np.ndarray) -> torch.Tensor:
-        """A 16 kHz mono part's encoder output [tokens, hidden] (its features in the model's dtype, as the official
-        processor's output is cast)."""
-        features = log_mel(torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)).to(checkpoint.device))
-        return checkpoint.encoder(features.to(checkpoint.dtype))
+        """A 16 kHz mono part's encoder output [tokens, hidden]."""
+        return checkpoint.encoder(self.features(checkpoint, wave))
+
+    @staticmethod
+    def features(checkpoint: AsrCheckpoint, wave: np.ndarray) -> torch.Tensor:
+        """[mel bins, frames] of a 16 kHz mono part, in the model's dtype (as the official processor's output is
+        cast)."""
+        wave_tensor = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)).to(checkpoint.device)
+        return log_mel(wave_tensor).to(checkpoint.dtype)
 
     def prompt_ids(self, context: str, language: str | None, audio_tokens: int, prefix: str = "") -> torch.Tensor:
         """The prompt's ids, the assistant's answer begun with `prefix` (a live stream's text so far)."""
