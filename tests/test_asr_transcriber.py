@@ -27,6 +27,7 @@ from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.model.asr.word_split import WordSplitter
+from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
 from qwen3_tts_server.model.quantization import PackedLinear
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
@@ -169,6 +170,8 @@ def test_quantised_weights_transcribe_and_say_so(checkpoint_dirs, clips, mode):
     assert (checkpoint.quantization, checkpoint.quantization_failure) == (mode, None)
     packed = [module for module in checkpoint.decoder.modules() if isinstance(module, PackedLinear)]
     assert len(packed) == 4 * 2 and all(module.dense_from_rows for module in packed)  # qkv, o, gate_up, down
+    dense_dtype = torch.bfloat16 if cpu_multiplies_bfloat16() else None  # the prefill's product, by the CPU
+    assert all(module.dense_dtype == dense_dtype for module in packed)
     assert isinstance(checkpoint.head, PackedLinear)  # the head in int8 on a CPU, whatever the mode
     assert checkpoint.decoder.embed_tokens.weight.dtype == torch.float32  # the table the head was tied to
     (result,) = Transcriber(checkpoint).transcribe([clips["ref_16k_mono.wav"]], max_new_tokens=8)

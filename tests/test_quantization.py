@@ -40,8 +40,8 @@ def test_quantised_linear_stays_close_to_the_float_one(layer, tolerance):
 
 
 def test_int8_multiplies_many_rows_with_its_weights_dequantised_when_asked():
-    """From `dense_from_rows` rows on, the layer gives x (scales * W8)^T + b in the input's dtype; fewer rows, and
-    int4 (whose packing has no cheap dequantisation), keep the packed kernel."""
+    """From `dense_from_rows` rows on, the layer gives x (scales * W8)^T + b in the input's dtype, or in bfloat16 by
+    `dense_dtype`; fewer rows, and int4 (whose packing has no cheap dequantisation), keep the packed kernel."""
     torch.manual_seed(0)
     linear = nn.Linear(256, 96, bias=True)
     layer = Int8Linear(linear)
@@ -52,6 +52,10 @@ def test_int8_multiplies_many_rows_with_its_weights_dequantised_when_asked():
     assert torch.equal(layer(x), nn.functional.linear(x, dequantised, linear.bias))
     assert torch.equal(layer(x[:31]), packed[:31])  # under the threshold: the packed kernel, as before
     assert ((layer(x) - packed).norm() / packed.norm()).item() < 0.01  # the kernel's bfloat16 input rounding only
+    layer.dense_dtype = torch.bfloat16  # the product in bfloat16 (exact int8 values), the scales on its output
+    product = nn.functional.linear(x.bfloat16(), layer.weight.bfloat16()).float() * layer.scales.float()
+    assert torch.equal(layer(x), product + linear.bias)
+    assert ((layer(x) - packed).norm() / packed.norm()).item() < 0.01
     four = Int4Linear(linear, 32)
     before = four(x)
     four.dense_from_rows = 1
