@@ -1,7 +1,8 @@
 """Live recognition (model/asr/streaming.py) on the tiny transcriber: the incremental passes give, pass by pass, what
 recomputing everything at every pass gives (the official streaming algorithm, all audio re-fed), for speech-like
 audio, audio that grows louder (the log-mel floor moves and earlier blocks change), silence, a forced language with
-a context, and odd feed sizes; a finished block is encoded once and the decoder prefills only what follows it."""
+a context, and odd feed sizes; a finished block is encoded once, an unchanged second of the open block convolved
+once, and the decoder prefills only what follows the finished blocks."""
 
 from __future__ import annotations
 
@@ -80,6 +81,19 @@ def test_a_finished_block_is_encoded_once_and_prefilled_once(transcriber):
     # after the first block is stored, a pass prefills the open block, the prompt's end and the text prefix only
     whole_prompt = len(transcriber.prompt_ids("", None, 260, got[-2][0]))  # 20 s: 260 audio tokens
     assert per_pass[-1] < whole_prompt - 2 * 104
+
+
+def test_an_unchanged_second_of_the_open_block_is_convolved_once(transcriber):
+    """21 s of a repeated 1 s sound (its loudest frame, and so the log-mel floor, in the first second): 11 passes.
+    The first convolves its 2 chunks; each later one 3, the 2 it adds and the one before them, whose last frames'
+    windows then lie within the audio; the flush the tail and the chunk before it: 2 + 9 * 3 + 2 = 31 chunks, where
+    encoding the open block whole convolves 67 and recomputing everything 131."""
+    wave = np.tile(voiced_glide(1.0, pitch=150.0), 21)
+    incremental = IncrementalPasses(transcriber)
+    expected, _ = streamed(transcriber, RecomputedPasses(transcriber), wave, 32000)
+    got, _ = streamed(transcriber, incremental, wave, 32000)
+    assert got == expected and incremental.convolved_chunks == 31
+    assert sorted(incremental.chunks) == list(range(16, 21))  # the open block's alone
 
 
 def test_the_text_prefix_leaves_out_the_last_tokens_and_never_splits_a_character(transcriber):

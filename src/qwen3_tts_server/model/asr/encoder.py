@@ -145,7 +145,12 @@ class AudioEncoder(nn.Module):
 
     def encode_block(self, features: torch.Tensor, pad_to: int) -> torch.Tensor:
         """[mel bins, frames] of one attention block, its chunks zero-padded to `pad_to` frames -> its tokens."""
-        chunks = list(features.T.split(self.config.chunk_frames))  # [frames, mel] pieces; the last may be shorter
+        return self.attend(torch.cat(self.convolve(list(features.T.split(self.config.chunk_frames)), pad_to)))
+
+    def convolve(self, chunks: list[torch.Tensor], pad_to: int) -> list[torch.Tensor]:
+        """Chunks' [frames, mel bins] (of 1 s; the last may be shorter), each zero-padded to `pad_to` frames, through
+        the convolutions -> each chunk's tokens, positions added, before attention. A chunk's tokens are its own:
+        the same whichever chunks it is convolved with."""
         padded = torch.stack([F.pad(chunk, (0, 0, 0, pad_to - len(chunk))) for chunk in chunks])
         hidden = padded.transpose(1, 2).unsqueeze(1)  # [chunks, 1, mel, frames]
         for conv in (self.conv2d1, self.conv2d2, self.conv2d3):
@@ -153,7 +158,10 @@ class AudioEncoder(nn.Module):
         count, channels, bands, steps = hidden.shape
         hidden = self.conv_out(hidden.permute(0, 3, 1, 2).reshape(count, steps, channels * bands))
         hidden = hidden + self.positions[:steps].to(hidden.dtype)
-        hidden = torch.cat([tokens[: chunk_tokens(len(chunk))] for tokens, chunk in zip(hidden, chunks, strict=True)])
+        return [tokens[: chunk_tokens(len(chunk))] for tokens, chunk in zip(hidden, chunks, strict=True)]
+
+    def attend(self, hidden: torch.Tensor) -> torch.Tensor:
+        """One attention block's convolved tokens [tokens, width] -> its encoder output."""
         for layer in self.layers:
             hidden = layer(hidden)
         return self.proj2(F.gelu(self.proj1(self.ln_post(hidden))))

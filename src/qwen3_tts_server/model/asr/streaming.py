@@ -8,10 +8,11 @@ as a transcription (its language and text).
 The official code pays for all the audio heard at every pass, so each costs more than the last. `IncrementalPasses`
 computes the same passes without recomputing what has not changed: the encoder's output for an 8 s block whose
 features are bitwise the same as when it was encoded (the log-mel floor follows the loudest frame so far, so a
-louder frame can change earlier ones: they are compared, never assumed), and the decoder's keys and values of the
-prompt's beginning and of those blocks. Only the open block, the prompt's end and the text prefix are computed at
-every pass. `RecomputedPasses` computes everything at every pass, as the official code does: the reference the
-incremental passes are tested against."""
+louder frame can change earlier ones: they are compared, never assumed), the open block's 1 s chunks through the
+convolutions whose features are unchanged the same way, and the decoder's keys and values of the prompt's beginning
+and of the finished blocks. Only the open block's attention, its new seconds' convolutions, the prompt's end and
+the text prefix are computed at every pass. `RecomputedPasses` computes everything at every pass, as the official
+code does: the reference the incremental passes are tested against."""
 
 from __future__ import annotations
 
@@ -169,6 +170,13 @@ class _Block:
     tokens: torch.Tensor  # its encoder output
 
 
+@dataclass
+class _Chunk:
+    features: torch.Tensor  # [frames, mel bins] of a 1 s chunk of the open block, as convolved
+    pad_to: int
+    tokens: torch.Tensor  # its convolved tokens
+
+
 class IncrementalPasses:
     """The same passes, reusing the encoder output of unchanged finished blocks and the decoder's keys and values of
     the prompt's beginning and of those blocks. `encoded_blocks` and `prefilled` count the work done."""
@@ -182,7 +190,9 @@ class IncrementalPasses:
         self.stored = model.decoder.new_cache(1, INITIAL_CAPACITY, dtype, device)  # the head, then stored blocks
         self.stored_blocks = 0
         self.blocks: list[_Block] = []  # the finished blocks' encodings, in order
+        self.chunks: dict[int, _Chunk] = {}  # the open blocks' convolved chunks, by index in the utterance
         self.encoded_blocks = 0  # blocks encoded, since the start
+        self.convolved_chunks = 0  # chunks convolved, since the start
         self.prefilled = 0  # prompt positions run through the decoder, since the start
 
     def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
@@ -218,12 +228,32 @@ class IncrementalPasses:
         pad_to = min(features.shape[1], encoder.config.chunk_frames)
         encoded = [block.tokens for block in self.blocks]
         for index in range(kept, len(pieces)):
-            tokens = encoder.encode_block(pieces[index], pad_to)
+            tokens = encoder.attend(self._convolve(index, pieces[index], pad_to))
             self.encoded_blocks += 1
             encoded.append(tokens)
             if (index + 1) * size <= final_frames:  # finished: kept for reuse (finished blocks come first)
                 self.blocks.append(_Block(pieces[index], tokens))
+                ends = (index + 1) * (size // encoder.config.chunk_frames)  # its chunks are needed no more
+                self.chunks = {at: chunk for at, chunk in self.chunks.items() if at >= ends}
         return torch.cat(encoded)
+
+    def _convolve(self, index: int, features: torch.Tensor, pad_to: int) -> torch.Tensor:
+        """Block `index`'s convolved tokens (what `AudioEncoder.encode_block` attends over): its 1 s chunks whose
+        features and padding are bitwise as when they were convolved taken as they were, the others convolved."""
+        encoder = self.transcriber.model.encoder
+        pieces = list(features.T.split(encoder.config.chunk_frames))
+        first = index * (encoder.block_frames // encoder.config.chunk_frames)  # its first chunk's index
+        fresh = [at for at, piece in enumerate(pieces, first) if not self._unchanged(at, piece, pad_to)]
+        if fresh:
+            convolved = encoder.convolve([pieces[at - first] for at in fresh], pad_to)
+            for at, tokens in zip(fresh, convolved, strict=True):
+                self.chunks[at] = _Chunk(pieces[at - first].clone(), pad_to, tokens)
+            self.convolved_chunks += len(fresh)
+        return torch.cat([self.chunks[at].tokens for at in range(first, first + len(pieces))])
+
+    def _unchanged(self, at: int, features: torch.Tensor, pad_to: int) -> bool:
+        chunk = self.chunks.get(at)
+        return chunk is not None and chunk.pad_to == pad_to and torch.equal(chunk.features, features)
 
     def _store(self) -> None:
         """The head and every kept block, in the stored keys and values."""
