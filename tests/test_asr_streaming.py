@@ -15,6 +15,7 @@ from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import (
     IncrementalPasses,
     LiveUtterance,
+    PromptHead,
     RecomputedPasses,
     StreamingSettings,
     text_prefix,
@@ -94,6 +95,17 @@ def test_an_unchanged_second_of_the_open_block_is_convolved_once(transcriber):
     got, _ = streamed(transcriber, incremental, wave, 32000)
     assert got == expected and incremental.convolved_chunks == 31
     assert sorted(incremental.chunks) == list(range(16, 21))  # the open block's alone
+
+
+def test_utterances_of_one_context_share_its_prompt_head(transcriber):
+    head = PromptHead.compute(transcriber, "Qwen, Wyoming", "English")
+    for pitch in (120.0, 160.0):  # two utterances, each from a fresh window, the head computed once for both
+        wave = voiced_glide(5.0, pitch=pitch)
+        incremental = IncrementalPasses(transcriber, "Qwen, Wyoming", "English", head)
+        expected, _ = streamed(transcriber, RecomputedPasses(transcriber, "Qwen, Wyoming", "English"), wave, 32000)
+        assert streamed(transcriber, incremental, wave, 32000)[0] == expected and incremental.head is head
+    with pytest.raises(ValueError, match="another context or language"):
+        IncrementalPasses(transcriber, "", "English", head)
 
 
 def test_the_text_prefix_leaves_out_the_last_tokens_and_never_splits_a_character(transcriber):

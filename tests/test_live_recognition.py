@@ -16,7 +16,7 @@ from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.errors import PendingAudioLimitError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
-from qwen3_tts_server.model.asr.streaming import StreamingSettings
+from qwen3_tts_server.model.asr.streaming import PromptHead, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.service.live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
 from qwen3_tts_server.testing.signals import voiced_glide
@@ -77,7 +77,15 @@ def test_a_session_closed_mid_utterance_gets_its_final(transcriber):
     assert events[-1].text == alone(transcriber, wave)[-1]
 
 
-def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation):  # noqa: F811
+def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation, monkeypatch):  # noqa: F811
+    heads = []  # the prompt heads computed: one for the session's utterances of one context
+    compute = PromptHead.compute.__func__
+
+    def counted(cls, *args):
+        heads.append(compute(cls, *args))
+        return heads[-1]
+
+    monkeypatch.setattr(PromptHead, "compute", classmethod(counted))
     wave, spans = conversation
     at_24k = soxr.resample(wave, 16000, 24000).astype(np.float32)
     feeds = [at_24k[i : i + 2400] for i in range(0, len(at_24k), 2400)]  # 100 ms pieces
@@ -86,6 +94,7 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation):  #
     assert boundaries == [(0, "started"), (0, "stopped"), (1, "started"), (1, "stopped")]
     finals = [event for event in events if isinstance(event, LiveTranscript) and event.final]
     assert [event.utterance for event in finals] == [0, 1] and all(event.text for event in finals)
+    assert len(heads) == 1
     started = [event.seconds for event in events if isinstance(event, SpeechBoundary) and event.kind == "started"]
     assert all(start - 0.5 <= began <= start for began, (start, _) in zip(started, spans, strict=True))
     # passes over speech only: the first utterance (about 3.3 s) has one whole chunk, the second (1.5 s) none

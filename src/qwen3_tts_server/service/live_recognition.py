@@ -24,7 +24,7 @@ from ..audio.voice_activity import VoiceActivity, VoiceActivitySettings
 from ..engine.recognition import TRANSCRIPTION_FAILED, RecognitionEngine, TranscriptionJob
 from ..errors import PendingAudioLimitError, TranscriptionFailedError, TTSError
 from ..model.asr.mel import SAMPLE_RATE
-from ..model.asr.streaming import IncrementalPasses, LiveUtterance, Pass, StreamingSettings
+from ..model.asr.streaming import IncrementalPasses, LiveUtterance, Pass, PromptHead, StreamingSettings
 from ..model.asr.transcriber import Transcriber
 from .recognition import visible_text
 
@@ -98,6 +98,7 @@ class LiveSession:
         self._transcriber: Transcriber | None = None
         self._utterance: LiveUtterance | None = None
         self._passes: IncrementalPasses | None = None
+        self._head: PromptHead | None = None  # the last utterance's prompt head, for the next of its context
         self._audio = np.zeros(0, np.float32)  # the session's recent 16 kHz audio, from sample `_base`
         self._base = 0
         self._given = 0  # audio up to here is the current utterance's (or was left out of any)
@@ -207,7 +208,10 @@ class LiveSession:
 
     def _begin(self, sample: int) -> None:
         assert self._transcriber is not None
-        self._passes = IncrementalPasses(self._transcriber, self.context, self.language)
+        head = self._head
+        if head is not None and (head.context, head.language) != (self.context, self.language):
+            head = None
+        self._passes = IncrementalPasses(self._transcriber, self.context, self.language, head)
         self._utterance = LiveUtterance(self._transcriber, self._passes, self.streaming)
         self._given = sample
         self.utterances += 1
@@ -245,6 +249,7 @@ class LiveSession:
 
         def prompt(model: Transcriber):  # on the engine thread, while this session's worker awaits the pass
             if self._passes is None or model is not self._passes.transcriber:  # reloaded: the stored part rebuilt
+                self._transcriber = model
                 self._passes = utterance.passes = IncrementalPasses(model, self.context, self.language)
             return self._passes.prepare(step.heard, step.prefix)
 
@@ -256,6 +261,7 @@ class LiveSession:
             self._emit(error)
             return False
         utterance.passed(step, tokens)
+        self._head = self._passes.head if self._passes is not None else self._head
         return True
 
     def _emit(self, event: LiveEvent) -> None:

@@ -22,6 +22,7 @@ from typing import Protocol
 import numpy as np
 import torch
 
+from ..layers import KVCache
 from .decoding import INITIAL_CAPACITY, CachedPrompt, GreedyRows
 from .encoder import audio_tokens
 from .mel import HOP, N_FFT, SAMPLE_RATE
@@ -177,15 +178,41 @@ class _Chunk:
     tokens: torch.Tensor  # its convolved tokens
 
 
-class IncrementalPasses:
-    """The same passes, reusing the encoder output of unchanged finished blocks and the decoder's keys and values of
-    the prompt's beginning and of those blocks. `encoded_blocks` and `prefilled` count the work done."""
+@dataclass(frozen=True)
+class PromptHead:
+    """The prompt up to its first audio token (the instructions, the context, the audio's opening) and its keys and
+    values: the same for every utterance of a context and forced language, so a live session computes it once."""
 
-    def __init__(self, transcriber: Transcriber, context: str = "", language: str | None = None):
-        self.transcriber, self.context, self.language = transcriber, context, language
+    ids: list[int]
+    cache: KVCache  # row 0, `len(ids)` positions
+    context: str
+    language: str | None
+
+    @classmethod
+    @torch.inference_mode()
+    def compute(cls, transcriber: Transcriber, context: str, language: str | None) -> PromptHead:
         model = transcriber.model
         ids = transcriber.prompt_ids(context, language, 1).tolist()
-        self.head = ids[: ids.index(model.tokens.audio_pad)]  # the prompt up to its first audio token
+        ids = ids[: ids.index(model.tokens.audio_pad)]
+        cache = model.decoder.new_cache(1, len(ids), model.decoder.norm.weight.dtype, model.device)
+        embedded = model.decoder.embed_tokens(torch.tensor([ids], device=model.device)).to(cache.k.dtype)
+        model.decoder.extend(embedded, cache, slice(0, 1), 0)
+        return cls(ids, cache, context, language)
+
+
+class IncrementalPasses:
+    """The same passes, reusing the encoder output of unchanged finished blocks and the decoder's keys and values of
+    the prompt's head (`head`: one computed before for this context and language, else computed on the first pass)
+    and of those blocks. `encoded_blocks`, `convolved_chunks` and `prefilled` count the work done."""
+
+    def __init__(
+        self, transcriber: Transcriber, context: str = "", language: str | None = None, head: PromptHead | None = None
+    ):
+        self.transcriber, self.context, self.language = transcriber, context, language
+        if head is not None and (head.context, head.language) != (context, language):
+            raise ValueError("the prompt head was computed for another context or language")
+        self.head = head
+        model = transcriber.model
         dtype, device = model.decoder.norm.weight.dtype, model.device
         self.stored = model.decoder.new_cache(1, INITIAL_CAPACITY, dtype, device)  # the head, then stored blocks
         self.stored_blocks = 0
@@ -203,13 +230,20 @@ class IncrementalPasses:
         """What a row joins with for this pass: the prompt after the stored beginning, embedded, and that
         beginning (a row of the engine's `GreedyRows` joins with them as with any prompt)."""
         model = self.transcriber.model
+        head = len(self._head().ids)
         audio = self._encode(heard)
         self._store()
-        reused = len(self.head) + self.stored_blocks * audio_tokens(model.encoder.block_frames)
+        reused = head + self.stored_blocks * audio_tokens(model.encoder.block_frames)
         ids = self.transcriber.prompt_ids(self.context, self.language, len(audio), prefix)
-        rest = model.decoder.embed_prompt(ids[reused:], audio[reused - len(self.head) :], model.tokens.audio_pad)
+        rest = model.decoder.embed_prompt(ids[reused:], audio[reused - head :], model.tokens.audio_pad)
         self.prefilled += len(rest)
         return rest, CachedPrompt(self.stored, reused)
+
+    def _head(self) -> PromptHead:
+        if self.head is None:
+            self.head = PromptHead.compute(self.transcriber, self.context, self.language)
+            self.prefilled += len(self.head.ids)
+        return self.head
 
     def _encode(self, heard: np.ndarray) -> torch.Tensor:
         """All the audio heard, encoded: finished blocks whose features are unchanged taken as they were."""
@@ -222,7 +256,7 @@ class IncrementalPasses:
             kept += 1
         del self.blocks[kept:]
         if self.stored_blocks > kept:
-            self.stored.cut(0, len(self.head) + kept * audio_tokens(size))
+            self.stored.cut(0, len(self._head().ids) + kept * audio_tokens(size))
             self.stored_blocks = kept
         final_frames = (len(heard) - N_FFT // 2) // HOP + 1  # frames whose window lies within the audio heard
         pad_to = min(features.shape[1], encoder.config.chunk_frames)
@@ -258,12 +292,13 @@ class IncrementalPasses:
     def _store(self) -> None:
         """The head and every kept block, in the stored keys and values."""
         model = self.transcriber.model
+        if not self.stored.lengths[0]:
+            head = self._head()
+            self.stored.copy_row(head.cache, 0, 0, len(head.ids))
         pad, device = model.tokens.audio_pad, self.stored.k.device
-        pieces = [] if self.stored.lengths[0] else [(torch.tensor(self.head, device=device), torch.zeros(0, 1))]
-        for block in self.blocks[self.stored_blocks :]:
-            pieces.append((torch.full((len(block.tokens),), pad, device=device), block.tokens))
-            self.stored_blocks += 1
-        for ids, audio in pieces:  # embedded as in a whole prompt (`embed_prompt`)
-            embedded = model.decoder.embed_prompt(ids, audio, pad)[None].to(self.stored.k.dtype)
+        for block in self.blocks[self.stored_blocks :]:  # embedded as in a whole prompt (`embed_prompt`)
+            ids = torch.full((len(block.tokens),), pad, device=device)
+            embedded = model.decoder.embed_prompt(ids, block.tokens, pad)[None].to(self.stored.k.dtype)
             model.decoder.extend(embedded, self.stored, slice(0, 1), self.stored.lengths[0])
             self.prefilled += len(ids)
+            self.stored_blocks += 1
