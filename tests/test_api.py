@@ -13,6 +13,7 @@ import openai
 import pytest
 
 from in_process import make_app, run_in_app
+from qwen3_tts_server import __version__
 from qwen3_tts_server.engine.jobs import SpeechJob
 from qwen3_tts_server.model.tts.prompt import SpeechInput
 
@@ -161,7 +162,7 @@ def test_discovery_and_health(api):
     assert health["model"]["state"] == "ready" and health["model"]["device"] == "cpu" and ready.status_code == 200
     assert health["model"]["type"] == "custom_voice" and health["model"]["dtype"] == "float32"
     assert health["memory"]["rss_bytes"] > 50 * 2**20 and health["queue_depth"] == health["active_streams"] == 0
-    assert health["pid"] == os.getpid()
+    assert health["pid"] == os.getpid() and health["version"] == __version__
 
 
 def test_seed_compatible_stream_paths(api):

@@ -9,6 +9,7 @@ import sys
 import numpy as np
 import soundfile as sf
 
+from qwen3_tts_server import __version__
 from qwen3_tts_server.testing.live_server import live_server
 
 
@@ -17,6 +18,11 @@ def run(*args: str, cwd=None) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "qwen3_tts_server", *args], capture_output=True, text=True, env=env, cwd=cwd, timeout=300
     )
+
+
+def test_version_is_the_package_version():
+    printed = run("--version")
+    assert printed.returncode == 0 and printed.stdout.strip() == f"qwen3-tts-server {__version__}"
 
 
 def test_make_test_model_is_deterministic(tmp_path):

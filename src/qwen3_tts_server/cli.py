@@ -10,6 +10,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import __version__
 from .cli_transcribe import add_transcribe
 from .errors import InvalidInputError, TTSError
 
@@ -548,6 +549,7 @@ def build_parser() -> argparse.ArgumentParser:
         description="Qwen3-TTS inference and serving",
         epilog="also: `gateway [serve's flags]` (the light gateway) and `ray-serve [--help]` (replicas on Ray Serve)",
     )
+    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
     add_transcribe(sub, _add_speed_flags)

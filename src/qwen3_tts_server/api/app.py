@@ -9,6 +9,7 @@ from contextlib import AsyncExitStack, asynccontextmanager
 from fastapi import FastAPI, Request
 from fastapi.middleware.cors import CORSMiddleware
 
+from .. import __version__
 from ..config import Settings
 from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
@@ -125,7 +126,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             if audio_cache is not None:
                 await audio_cache.close()
 
-    app = FastAPI(title="Qwen3-TTS Server", lifespan=lifespan)
+    app = FastAPI(title="Qwen3-TTS Server", version=__version__, lifespan=lifespan)
     app.state.on_drain = []
     recognition = {
         hosted.id: RecognitionService(

@@ -9,6 +9,7 @@ from typing import Protocol
 
 import torch
 
+from .. import __version__
 from ..engine.engine import Engine
 from ..engine.registry import HostedModel
 from ..resources import open_descriptors, os_threads, resident_memory_bytes
@@ -101,6 +102,7 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
     report = {
         "status": "ok" if engine.failure is None else "failed",
         **earlier,
+        "version": __version__,
         "pid": os.getpid(),
         "model": {
             "state": models.state.value,

@@ -1,0 +1,48 @@
+"""The documentation's reference pages (tools/docs/reference.py) name everything the code has: every setting with
+its variable and flag, every command, every HTTP route, every metric with its labels."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+from fastapi.routing import APIRoute
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tools" / "docs"))
+import reference  # noqa: E402
+
+from qwen3_tts_server.cli import build_parser  # noqa: E402
+from qwen3_tts_server.config import Settings, env_name  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def app():
+    with reference.served_app() as app:
+        yield app
+
+
+def test_every_setting_has_its_row():
+    page = reference.settings_page()
+    for name in Settings.model_fields:
+        assert f"| `{env_name(name)}`" in page and f"`--{name.replace('_', '-')}`" in page, name
+    assert "`ASR_USE_SERVER_VAD`" in page  # an alias the earlier server used, beside its setting
+
+
+def test_every_command_has_its_help():
+    page = reference.cli_page()
+    commands = next(action for action in build_parser()._actions if hasattr(action, "choices") and action.choices)
+    for name in commands.choices:
+        assert f"## `{name}`" in page and f"usage: qwen3-tts-server {name}" in page, name
+
+
+def test_every_route_and_metric_is_listed(app):
+    routes = reference.http_page(app)
+    for route in app.routes:
+        if isinstance(route, APIRoute) and route.include_in_schema:
+            for method in route.methods:
+                assert f"## `{method} {route.path}`" in routes, (method, route.path)
+    metrics = reference.metrics_page(app)
+    assert "| `qwen3_tts_requests` | counter | `format`, `model`, `route`, `status` |" in metrics
+    for family in app.state.services.metrics.registry.collect():
+        assert f"| `{family.name}` |" in metrics

@@ -1,0 +1,198 @@
+"""The documentation's reference pages, written from the code as it stands: every setting from `Settings`, every
+command from the CLI's parser, every HTTP route from the app's OpenAPI schema, every Prometheus metric from its
+registry. `mkdocs build` writes them (tools/docs/hooks.py); nothing here is copied by hand."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from fastapi import FastAPI
+
+from qwen3_tts_server.cli import build_parser
+from qwen3_tts_server.config import FLAG_ALIASES, Settings, env_name
+
+GENERATED = "<!-- Written by tools/docs at build time from the code: edit the code, not this page. -->\n\n"
+
+
+def cell(text: object) -> str:
+    """Text for one Markdown table cell."""
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def settings_page() -> str:
+    """Every setting: its variable, its flag, its default and what it does."""
+    lines = [
+        "# Settings\n",
+        GENERATED,
+        "Every setting is read from the environment (the variable's name), from `./.env`, or from the flag of "
+        "`qwen3-tts-server serve` (and of the commands that take it); a flag wins over the environment. A bad value "
+        "stops the start and names the variable.\n",
+        "| variable | flag | default | what it does |",
+        "|---|---|---|---|",
+    ]
+    for name, info in Settings.model_fields.items():
+        names = [env_name(name)]
+        alias = info.validation_alias
+        if alias is not None and hasattr(alias, "choices"):
+            names += [env_name(str(choice)) for choice in alias.choices if str(choice) != name]
+        flags = ["--" + name.replace("_", "-"), *FLAG_ALIASES.get(name, [])]
+        default = info.get_default(call_default_factory=True)
+        shown = "none" if default is None else json.dumps(default) if isinstance(default, list) else default
+        variables = "<br>".join(f"`{variable}`" for variable in names)
+        lines.append(
+            f"| {variables} | {', '.join(f'`{flag}`' for flag in flags)} | `{cell(shown)}` | "
+            f"{cell(info.description or '')} |"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def _commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
+    for action in parser._actions:  # argparse keeps its subcommands here only
+        if isinstance(action, argparse._SubParsersAction):
+            yield from action.choices.items()
+
+
+def cli_page() -> str:
+    """Every command of `qwen3-tts-server`, with its help as the parser prints it."""
+    os.environ["COLUMNS"] = "100"  # the help's width, whatever terminal builds the site
+    parser = build_parser()
+    lines = ["# Command line\n", GENERATED, parser.description or "", ""]
+    if parser.epilog:
+        lines += [parser.epilog, ""]
+    for name, command in _commands(parser):
+        lines += [f"## `{name}`\n", "```text", command.format_help().rstrip(), "```", ""]
+    return "\n".join(lines)
+
+
+@contextmanager
+def served_app() -> Iterator[FastAPI]:
+    """The server's app over tiny random-weight models of every kind, as `serve` builds it (no model loaded)."""
+    from qwen3_tts_server.api.app import create_app
+    from qwen3_tts_server.server import prepare_model
+    from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
+    from qwen3_tts_server.testing.random_checkpoint import make_test_model
+
+    with tempfile.TemporaryDirectory() as folder:
+        root = Path(folder)
+        models = [
+            make_test_model(root / "speech", size="tiny", model_type="custom_voice"),
+            make_asr_test_model(root / "asr", size="tiny", model_type="asr"),
+        ]
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        settings = Settings.load(models=",".join(str(path) for path in models), data_dir=str(root / "data"))
+        yield create_app(settings, prepare_model(settings).registry)
+
+
+def _schema_name(schema: dict[str, Any]) -> str:
+    if "$ref" in schema:
+        return schema["$ref"].rsplit("/", 1)[-1]
+    if schema.get("type") == "array":
+        return f"array of {_schema_name(schema.get('items', {}))}"
+    if "anyOf" in schema:
+        return " or ".join(_schema_name(option) for option in schema["anyOf"])
+    return str(schema.get("type", "object"))
+
+
+def _example(content: dict[str, Any]) -> Any:
+    for media in content.values():
+        if "example" in media:
+            return media["example"]
+        for example in media.get("examples", {}).values():
+            return example.get("value")
+    return None
+
+
+def http_page(app: FastAPI) -> str:
+    """Every route of the app: its method and path, summary, parameters, request body and answers."""
+    schema = app.openapi()
+    lines = [
+        "# HTTP routes\n",
+        GENERATED,
+        "Every route the server answers, from its OpenAPI schema (also served at `/openapi.json`). Errors use "
+        'OpenAI\'s envelope, `{"error": {"message", "type", "param", "code"}}`. WebSocket routes are '
+        "described in their guides.\n",
+    ]
+    for path, operations in schema["paths"].items():
+        for method, operation in operations.items():
+            lines.append(f"## `{method.upper()} {path}`\n")
+            summary = operation.get("summary", "")
+            description = operation.get("description", "")
+            lines += [text for text in (summary, description) if text] + [""]
+            parameters = operation.get("parameters", [])
+            if parameters:
+                lines += ["| parameter | in | type | required | description |", "|---|---|---|---|---|"]
+                for parameter in parameters:
+                    lines.append(
+                        f"| `{parameter['name']}` | {parameter['in']} | {cell(_schema_name(parameter['schema']))} | "
+                        f"{'yes' if parameter.get('required') else 'no'} | {cell(parameter.get('description', ''))} |"
+                    )
+                lines.append("")
+            body = operation.get("requestBody")
+            if body:
+                kinds = ", ".join(
+                    f"`{media}` ({_schema_name(spec.get('schema', {}))})" for media, spec in body["content"].items()
+                )
+                lines.append(f"Request body: {kinds}.\n")
+                example = _example(body["content"])
+                if example is not None:
+                    lines += ["```json", json.dumps(example, indent=2, ensure_ascii=False), "```", ""]
+            answers = operation.get("responses", {})
+            if answers:
+                lines += ["| status | answer |", "|---|---|"]
+                for status, answer in answers.items():
+                    media = ", ".join(f"`{kind}`" for kind in answer.get("content", {}))
+                    lines.append(f"| {status} | {cell(answer.get('description', ''))} {media} |")
+                lines.append("")
+    models = schema.get("components", {}).get("schemas", {})
+    if models:
+        lines += ["## Schemas\n"]
+        for name, model in models.items():
+            lines.append(f"### {name}\n")
+            if model.get("description"):
+                lines += [cell(model["description"]), ""]
+            fields = model.get("properties", {})
+            if fields:
+                required = set(model.get("required", []))
+                lines += ["| field | type | required | default | description |", "|---|---|---|---|---|"]
+                for field, spec in fields.items():
+                    default = json.dumps(spec["default"]) if "default" in spec else ""
+                    lines.append(
+                        f"| `{field}` | {cell(_schema_name(spec))} | {'yes' if field in required else 'no'} | "
+                        f"{cell(default)} | {cell(spec.get('description', ''))} |"
+                    )
+                lines.append("")
+    return "\n".join(lines)
+
+
+def metrics_page(app: FastAPI) -> str:
+    """Every metric `/metrics` exposes: its name, type, labels and help."""
+    registry = app.state.services.metrics.registry
+    declared = {  # a labelled metric has no samples before its first observation: its labels as declared
+        family.name: tuple(getattr(collector, "_labelnames", ()))
+        for collector in list(registry._collector_to_names)  # prometheus_client keeps its collectors here only
+        if hasattr(collector, "describe")
+        for family in collector.describe()
+    }
+    lines = [
+        "# Metrics\n",
+        GENERATED,
+        "`GET /metrics` exposes these in Prometheus' text format (a counter's samples end in `_total`, a "
+        "histogram's in `_bucket`, `_sum` and `_count`).\n",
+        "| metric | type | labels | what it counts |",
+        "|---|---|---|---|",
+    ]
+    for family in sorted(registry.collect(), key=lambda family: family.name):
+        sampled = {label for sample in family.samples for label in sample.labels if label != "le"}
+        labels = sorted(sampled | set(declared.get(family.name, ())))
+        lines.append(
+            f"| `{family.name}` | {family.type} | {', '.join(f'`{label}`' for label in labels)} | "
+            f"{cell(family.documentation)} |"
+        )
+    return "\n".join(lines) + "\n"
