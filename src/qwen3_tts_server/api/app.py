@@ -49,7 +49,7 @@ from . import (
     voices,
 )
 from .dependencies import Services
-from .errors import envelope, install_error_handlers
+from .errors import envelope, failures, install_error_handlers
 from .limits import install_limits
 from .observability import InFlight, RequestObserver
 
@@ -126,7 +126,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             if audio_cache is not None:
                 await audio_cache.close()
 
-    app = FastAPI(title="Qwen3-TTS Server", version=__version__, lifespan=lifespan)
+    app = FastAPI(title="Qwen3-TTS Server", version=__version__, lifespan=lifespan, responses=failures())
     app.state.on_drain = []
     recognition = {
         hosted.id: RecognitionService(

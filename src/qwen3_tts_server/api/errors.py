@@ -11,6 +11,22 @@ from starlette.exceptions import HTTPException
 from ..errors import EngineBusyError, ModelWaitError, TTSError, error_response_body, invalid_value
 from ..http_contract import error_document
 from .context import request_context
+from .schemas import ErrorDocument
+
+
+def _errors(kind: type[TTSError] = TTSError) -> list[type[TTSError]]:
+    return [kind, *(error for sub in kind.__subclasses__() for error in _errors(sub))]
+
+
+def failures() -> dict[int | str, dict]:
+    """Every route's failures for its OpenAPI schema, as one `default` answer: the error envelope, and each status
+    with the codes it comes with (read from the error classes, so a new one is documented by itself)."""
+    codes: dict[int, set[str]] = {}
+    for error in _errors():
+        codes.setdefault(error.status, set()).add(error.code)
+    statuses = "; ".join(f"{status}: {', '.join(sorted(codes[status]))}" for status in sorted(codes))
+    text = f"A failure, as OpenAI's error envelope; its status and `error.code` say what failed ({statuses})"
+    return {"default": {"model": ErrorDocument, "description": text}}
 
 
 def envelope(status: int, message: str, code: str | None = None, param: str | None = None) -> JSONResponse:

@@ -27,6 +27,31 @@ TRANSCRIPTION_PATHS = (
 )
 
 
+def answers(description: str, *media_types: str) -> dict[int | str, dict]:
+    """A route's success for its OpenAPI schema (FastAPI's `responses`): `description`, in any of `media_types`."""
+    return {200: {"description": description, "content": {media_type: {} for media_type in media_types}}}
+
+
+class ErrorObject(BaseModel):
+    """OpenAI's error object: what its SDKs read."""
+
+    message: str
+    type: str = Field(description="invalid_request_error, not_found_error, server_error, ...: from the status")
+    param: str | None = Field(description="the request field at fault, if one is")
+    code: str | None = Field(description="what failed, as a snake_case code (unknown_voice, queue_full, ...)")
+
+
+class ErrorDocument(BaseModel):
+    """Every failure's body: OpenAI's envelope, with the earlier server's flat keys beside it (what its clients
+    read)."""
+
+    error: ErrorObject
+    code: str = Field(description="the earlier server's code: UNKNOWN_VOICE, QUEUE_FULL, or the status's name")
+    message: str
+    statusCode: int  # noqa: N815 (the earlier server's key)
+    context: dict | None = Field(description="details where there are some (valid_voices for an unknown voice)")
+
+
 class VoiceId(BaseModel):
     id: str
 

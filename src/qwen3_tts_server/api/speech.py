@@ -12,15 +12,25 @@ from typing import Annotated
 from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
+from ..audio.encoding import FORMATS
 from ..errors import TTSError, error_body
 from ..service.speech import SpeechService
 from ..service.speech_stream import SpeechOutput
 from .context import RequestContext
 from .dependencies import ContextDep, SpeechServiceDep
-from .schemas import CloneSpeechForm, SpeechOptions, SpeechRequest
+from .schemas import CloneSpeechForm, SpeechOptions, SpeechRequest, answers
 from .uploads import read_upload
 
 router = APIRouter()
+
+
+AUDIO_TYPES = list(dict.fromkeys(audio.media_type for audio in FORMATS.values()))
+SPEECH_ANSWERS = answers(
+    'Speech in the `response_format`\'s media type, streamed while it is made (whole with `"stream": false`), '
+    "or with `stream_format` `sse` as server-sent events",
+    *AUDIO_TYPES,
+    "text/event-stream",
+)
 STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 CLIENT_CLOSED_REQUEST = 499  # the status logged for a whole-file request whose client left (nginx's code)
 
@@ -80,13 +90,13 @@ async def _whole(request: Request, speech: SpeechOutput) -> bytes | None:
     return audio.result() if audio.done() and not audio.cancelled() else None
 
 
-@router.post("/v1/audio/speech")
+@router.post("/v1/audio/speech", response_class=Response, responses=SPEECH_ANSWERS)
 async def create_speech(body: SpeechRequest, request: Request, service: SpeechServiceDep, context: ContextDep):
     speech = await speak(service, context, body)
     return await respond(request, speech, body)
 
 
-@router.post("/v1/audio/speech/clone")
+@router.post("/v1/audio/speech/clone", response_class=Response, responses=SPEECH_ANSWERS)
 async def clone_speech(
     form: Annotated[CloneSpeechForm, Form()], request: Request, service: SpeechServiceDep, context: ContextDep
 ):
@@ -98,7 +108,11 @@ async def clone_speech(
     return await respond(request, speech, form)
 
 
-@router.post("/v1/audio/speech/stream")
+@router.post(
+    "/v1/audio/speech/stream",
+    response_class=Response,
+    responses=answers("Base64 lines of 16-bit PCM, then `[DONE]`", "text/event-stream"),
+)
 async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
     """The earlier server's SSE path, as its clients read it: each `data:` line is the base64 of raw 16-bit PCM,
     then `data: [DONE]` (OpenAI-shaped events are POST /v1/audio/speech with stream_format=sse). A failure after
@@ -119,7 +133,11 @@ async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, cont
     return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
 
 
-@router.post("/v1/audio/speech/stream/pcm")
+@router.post(
+    "/v1/audio/speech/stream/pcm",
+    response_class=Response,
+    responses=answers("16-bit little-endian mono PCM, its rate in `X-PCM-Sample-Rate`", "audio/pcm"),
+)
 async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
     """The earlier server's raw PCM path: 16-bit little-endian mono, format given in headers."""
     body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})

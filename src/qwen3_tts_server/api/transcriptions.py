@@ -32,6 +32,7 @@ from ..service.recognition import (
 from ..service.routing import route_recognizer
 from ..service.subtitles import CueRules, length_timed_words, subtitle_cues, to_srt, to_webvtt
 from .dependencies import ServicesDep
+from .schemas import answers
 from .uploads import read_upload
 
 router = APIRouter()
@@ -40,7 +41,17 @@ STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 SUBTITLE_MODES = ("accurate", "fast")
 
 
-@router.post("/v1/audio/transcriptions", response_model=None)
+@router.post(
+    "/v1/audio/transcriptions",
+    response_class=Response,
+    responses=answers(
+        "The transcript: JSON (`json`, `verbose_json`), text (`text`, `srt`, `vtt`), or server-sent events with "
+        "`stream`",
+        "application/json",
+        "text/plain",
+        "text/event-stream",
+    ),
+)
 async def create_transcription(
     services: ServicesDep,
     file: Annotated[UploadFile, Form()],
@@ -101,7 +112,11 @@ async def create_transcription(
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json", headers=headers)
 
 
-@router.post("/v1/audio/transcriptions/stream", response_model=None)
+@router.post(
+    "/v1/audio/transcriptions/stream",
+    response_class=Response,
+    responses=answers('An event for each part of the recording, then `{"done": true}`', "text/event-stream"),
+)
 async def earlier_transcription_stream(
     services: ServicesDep,
     file: Annotated[UploadFile, Form()],
@@ -122,7 +137,11 @@ async def earlier_transcription_stream(
     )
 
 
-@router.post("/v1/audio/subtitles", response_model=None)
+@router.post(
+    "/v1/audio/subtitles",
+    response_class=Response,
+    responses=answers("The subtitles, SubRip or WebVTT", "text/plain"),
+)
 async def earlier_subtitles(
     services: ServicesDep,
     file: Annotated[UploadFile, Form()],

@@ -16,6 +16,7 @@ from ..model.asr.languages import language_code, resolve_language
 from ..service.recognition import TranscriptionRequest
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
+from .schemas import answers
 from .transcriptions import check_options, cut_header, usage_of
 from .uploads import read_upload
 
@@ -23,7 +24,11 @@ router = APIRouter()
 FORMATS = ("json", "text", "verbose_json")
 
 
-@router.post("/v1/audio/translations", response_model=None)
+@router.post(
+    "/v1/audio/translations",
+    response_class=Response,
+    responses=answers("The translation: JSON, or text with `response_format` `text`", "application/json", "text/plain"),
+)
 async def create_translation(
     services: ServicesDep,
     file: Annotated[UploadFile, Form()],
