@@ -46,3 +46,12 @@ def test_every_route_and_metric_is_listed(app):
     assert "| `qwen3_tts_requests` | counter | `format`, `model`, `route`, `status` |" in metrics
     for family in app.state.services.metrics.registry.collect():
         assert f"| `{family.name}` |" in metrics
+
+
+def test_every_module_is_on_the_layout_page_with_what_it_owns():
+    page = reference.layout_page()
+    root = Path(reference.qwen3_tts_server.__file__).parent
+    for module in root.rglob("*.py"):
+        if module.name != "__init__.py":
+            assert reference.summary(module), f"{module.relative_to(root)} has no docstring"
+            assert f"| `{module.name}` | {reference.cell(reference.summary(module))} |" in page

@@ -33,6 +33,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         "changelog.md": (ROOT / "CHANGELOG.md").read_text(encoding="utf-8"),
         "reference/settings.md": reference.settings_page(),
         "reference/cli.md": reference.cli_page(),
+        "development/layout.md": reference.layout_page(),
     }
     with reference.served_app() as app:
         pages["reference/http.md"] = reference.http_page(app)

@@ -5,8 +5,10 @@ registry. `mkdocs build` writes them (tools/docs/hooks.py); nothing here is copi
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import os
+import re
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -15,6 +17,7 @@ from typing import Any
 
 from fastapi import FastAPI
 
+import qwen3_tts_server
 from qwen3_tts_server.cli import build_parser
 from qwen3_tts_server.config import FLAG_ALIASES, Settings, env_name
 
@@ -196,3 +199,34 @@ def metrics_page(app: FastAPI) -> str:
             f"{cell(family.documentation)} |"
         )
     return "\n".join(lines) + "\n"
+
+
+def summary(module: Path) -> str:
+    """A module's docstring's first sentence: what it owns."""
+    docstring = ast.get_docstring(ast.parse(module.read_text(encoding="utf-8"))) or ""
+    paragraph = " ".join(docstring.split("\n\n")[0].split())
+    found = re.search(r"^(.+?\.)(\s|$)", paragraph)
+    return found.group(1) if found else paragraph
+
+
+def layout_page() -> str:
+    """Every package and module of the server, with what its docstring says it owns."""
+    root = Path(qwen3_tts_server.__file__).parent
+    lines = [
+        "# Layout\n",
+        GENERATED,
+        "Every module of `src/qwen3_tts_server/`, by package, with the first sentence of its docstring (what it "
+        "owns). What may import what: [Architecture](architecture.md#what-may-import-what).\n",
+    ]
+    for package in sorted({path.parent for path in root.rglob("*.py")}):
+        name = package.relative_to(root.parent).as_posix() + "/"
+        lines.append(f"## `{name}`\n")
+        opening = summary(package / "__init__.py") if (package / "__init__.py").exists() else ""
+        if opening:
+            lines += [opening, ""]
+        lines += ["| module | what it owns |", "|---|---|"]
+        for module in sorted(package.glob("*.py")):
+            if module.name != "__init__.py":
+                lines.append(f"| `{module.name}` | {cell(summary(module))} |")
+        lines.append("")
+    return "\n".join(lines)
