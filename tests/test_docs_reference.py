@@ -12,8 +12,12 @@ from fastapi.routing import APIRoute
 sys.path.insert(0, str(Path(__file__).parents[1] / "tools" / "docs"))
 import reference  # noqa: E402
 
+from qwen3_tts_server.api.live_transcription import LIVE_TRANSCRIBE  # noqa: E402
 from qwen3_tts_server.cli import build_parser  # noqa: E402
 from qwen3_tts_server.config import Settings, env_name  # noqa: E402
+from qwen3_tts_server.service.realtime import SPEECH_SOCKET  # noqa: E402
+from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION  # noqa: E402
+from qwen3_tts_server.wyoming_server.handler import WYOMING  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -55,3 +59,11 @@ def test_every_module_is_on_the_layout_page_with_what_it_owns():
         if module.name != "__init__.py":
             assert reference.summary(module), f"{module.relative_to(root)} has no docstring"
             assert f"| `{module.name}` | {reference.cell(reference.summary(module))} |" in page
+
+
+def test_every_protocol_message_is_listed():
+    page = reference.protocols_page()
+    for protocol in (SPEECH_SOCKET, REALTIME_TRANSCRIPTION, LIVE_TRANSCRIBE, WYOMING):
+        assert f"## {protocol.title}" in page
+        for message in protocol.messages:
+            assert f"| `{reference.cell(message.name)}` | {reference.cell(message.fields)} |" in page, message.name

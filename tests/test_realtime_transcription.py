@@ -18,6 +18,7 @@ from websockets.asyncio.client import connect
 
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
 from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
@@ -124,6 +125,7 @@ def test_livekits_beta_session_with_server_vad_gets_an_item_per_sentence(server,
 
     events = asyncio.run(scenario())
     kinds = [event["type"] for event in events]
+    assert set(kinds) <= REALTIME_TRANSCRIPTION.sent_by("server")  # every event declared (the protocol reference)
     assert kinds[:2] == ["transcription_session.created", "transcription_session.updated"]
     assert events[1]["session"]["turn_detection"]["prefix_padding_ms"] == 600
     items = [event["item_id"] for event in events if event["type"] == "input_audio_buffer.committed"]
@@ -167,6 +169,7 @@ def test_g711_audio_and_bad_events(server):  # noqa: F811
             return received
 
     events = asyncio.run(scenario())
+    assert {event["type"] for event in events} <= REALTIME_TRANSCRIPTION.sent_by("server")
     kinds = [event["type"] for event in events if "delta" not in event["type"]]
     assert kinds == [
         "transcription_session.created",

@@ -12,7 +12,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from qwen3_tts_server.service.realtime import LOOKAHEAD_CLAUSES
+from qwen3_tts_server.service.realtime import LOOKAHEAD_CLAUSES, SPEECH_SOCKET
 from qwen3_tts_server.testing.live_server import live_server
 
 PCM_FRAME_BYTES = 1920 * 2  # 80 ms of 16-bit samples at 24 kHz
@@ -45,6 +45,8 @@ async def receive_until(ws: ClientConnection, kind: str, arrivals: list[float] |
             if arrivals is not None:
                 arrivals.append(time.monotonic())
             message = raw if isinstance(raw, bytes) else json.loads(raw)
+            if isinstance(message, dict):  # every event the server sends is one its protocol declares
+                assert message["type"] in SPEECH_SOCKET.sent_by("server"), message
             messages.append(message)
             if isinstance(message, bytes) if kind == "audio" else isinstance(message, dict) and message["type"] == kind:
                 return messages

@@ -12,6 +12,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
 from live_cases import pass_by_pass
+from qwen3_tts_server.api.live_transcription import LIVE_TRANSCRIBE
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
@@ -28,8 +29,19 @@ def ws_url(live, query: str = "") -> str:
     return live.base.replace("http", "ws", 1) + "/ws/transcribe" + (f"?{query}" if query else "")
 
 
+def frame_name(frame: dict) -> str:
+    """What tells a frame apart, as the protocol's declaration names it."""
+    if "status" in frame:
+        return json.dumps({"status": frame["status"]})
+    if "code" in frame:
+        return '{"code": ...}'
+    return '{"is_final": true}' if frame.get("is_final") else '{"is_partial": true}'
+
+
 async def receive(ws: ClientConnection) -> dict:
-    return json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+    frame = json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT))
+    assert frame_name(frame) in LIVE_TRANSCRIBE.sent_by("server"), frame  # declared (the protocol reference)
+    return frame
 
 
 async def until_final(ws: ClientConnection) -> list[dict]:

@@ -30,6 +30,7 @@ from in_process import make_app
 from qwen3_tts_server.api.realtime import parse_request
 from qwen3_tts_server.testing.live_server import free_port, live_server
 from qwen3_tts_server.wyoming_server import WyomingBackend, WyomingServer
+from qwen3_tts_server.wyoming_server.handler import WYOMING
 
 SAMPLES_PER_FRAME = 1920  # 80 ms at 24 kHz
 TIMEOUT = 60
@@ -127,6 +128,7 @@ async def read_until(client: AsyncTcpClient, *types: str) -> list[Event]:
         while True:
             event = await client.read_event()
             assert event is not None, f"the server closed the connection after {[e.type for e in events]}"
+            assert event.type in WYOMING.sent_by("server"), event.type  # declared (the protocol reference)
             events.append(event)
             if event.type in types:
                 return events

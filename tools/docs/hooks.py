@@ -34,6 +34,7 @@ def on_files(files: Files, config: MkDocsConfig) -> Files:
         "reference/settings.md": reference.settings_page(),
         "reference/cli.md": reference.cli_page(),
         "development/layout.md": reference.layout_page(),
+        "reference/protocols.md": reference.protocols_page(),
     }
     with reference.served_app() as app:
         pages["reference/http.md"] = reference.http_page(app)

@@ -230,3 +230,27 @@ def layout_page() -> str:
                 lines.append(f"| `{module.name}` | {cell(summary(module))} |")
         lines.append("")
     return "\n".join(lines)
+
+
+def protocols_page() -> str:
+    """Every streaming protocol's messages, as each protocol's module declares them."""
+    from qwen3_tts_server.api.live_transcription import LIVE_TRANSCRIBE
+    from qwen3_tts_server.service.realtime import SPEECH_SOCKET
+    from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
+    from qwen3_tts_server.wyoming_server.handler import WYOMING
+
+    lines = [
+        "# Streaming protocols\n",
+        GENERATED,
+        "The messages of every protocol the server speaks beyond plain HTTP, as the code that speaks each declares "
+        "them (its tests check that what the server sends is declared). How to use them: the guides.\n",
+    ]
+    for protocol in (SPEECH_SOCKET, REALTIME_TRANSCRIPTION, LIVE_TRANSCRIBE, WYOMING):
+        lines += [f"## {protocol.title}\n", f"`{protocol.endpoint}`\n", protocol.summary, ""]
+        for sender, heading in (("client", "The client sends"), ("server", "The server sends")):
+            lines += [f"### {heading}\n", "| message | carries | what it does |", "|---|---|---|"]
+            for message in protocol.messages:
+                if message.sender == sender:
+                    lines.append(f"| `{cell(message.name)}` | {cell(message.fields)} | {cell(message.meaning)} |")
+            lines.append("")
+    return "\n".join(lines)

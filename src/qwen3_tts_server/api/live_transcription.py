@@ -28,6 +28,7 @@ from ..audio.voice_activity import VoiceActivitySettings
 from ..config import Settings
 from ..errors import TTSError
 from ..model.asr.languages import resolve_language
+from ..protocols import Message, WireProtocol
 from ..service.live_recognition import LiveSession, LiveTranscript
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
@@ -48,6 +49,29 @@ def voice_activity(settings: Settings, on: bool) -> VoiceActivitySettings | None
 def truthy(value: object) -> bool:
     """`true`, `1`, `yes`, `on` (any case) or a JSON true: on. The earlier server took any non-empty string as on."""
     return value is True or (isinstance(value, str | int) and str(value).strip().lower() in TRUE_WORDS)
+
+
+LIVE_TRANSCRIBE = WireProtocol(
+    "The earlier ASR server's live transcription",
+    "WS /ws/transcribe[?sample_rate=8000&language=en&use_server_vad=false]",
+    "Binary frames of 16-bit little-endian mono PCM in (16 kHz, or `sample_rate`), JSON actions in, JSON frames out "
+    "(no `type`: a frame is told apart by its keys).",
+    (
+        Message("(binary frame)", "client", "16-bit PCM", "audio for the utterance under way"),
+        Message('{"action": "flush"}', "client", "", "ends the utterance: exactly one final follows"),
+        Message('{"action": "reset"}', "client", "", "drops the utterance; answered `buffer_reset`"),
+        Message('{"action": "config"}', "client", "`language`, `use_server_vad`",
+                "from the next utterance on; answered `configured`"),
+        Message('{"status": "connected"}', "server", "`sample_rate`, `format`, `use_server_vad`", "the greeting"),
+        Message('{"is_partial": true}', "server", "`text`, `is_partial`, `is_final`",
+                "the utterance so far, replacing the partial before it"),
+        Message('{"is_final": true}', "server", "`text`, `is_partial`, `is_final`",
+                "the utterance's transcript, on `flush` or where voice activity heard speech stop"),
+        Message('{"status": "buffer_reset"}', "server", "", "the utterance was dropped"),
+        Message('{"status": "configured"}', "server", "`language`, `use_server_vad`", "the settings as taken"),
+        Message('{"code": ...}', "server", "`code`, `message`, `statusCode`", "an error; the session goes on"),
+    ),
+)  # fmt: skip
 
 
 def error_message(code: str, message: str, status: int) -> dict:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ..errors import InvalidInputError, PendingTextLimitError, TTSError, error_body
+from ..protocols import Message, WireProtocol
 from ..text.segment import IncrementalSegmenter, speakable
 from .requests import SynthesisRequest
 from .speech import SpeechService
@@ -71,6 +72,29 @@ class Channel(Protocol):
 # The session config with one text as a synthesis request, validated as the HTTP API validates a body
 # (the API layer supplies it; a bad value raises a TTSError naming the field).
 RequestParser = Callable[[dict[str, Any], str], SynthesisRequest]
+
+
+SPEECH_SOCKET = WireProtocol(
+    "The speech WebSocket",
+    "WS /v1/audio/speech/ws",
+    "Text in as it arrives (an LLM's tokens), speech out from the first clause: JSON messages with a `type`, audio in "
+    "binary frames. An untyped `{\"input\": ...}` message (the earlier server's) speaks it whole.",
+    (
+        Message("session.update", "client", "any of the config fields (voice, model, response_format, ...)",
+                "checks and stores the config; answered by `session.updated`"),
+        Message("input_text.append", "client", "`text`", "adds text to the open utterance (starting one)"),
+        Message("input_text.commit", "client", "", "ends the utterance: the text not yet spoken is its last segment"),
+        Message("input_text", "client", "`text`", "`input_text.append` then `input_text.commit`"),
+        Message("cancel", "client", "", "barge-in: stops the audio and every job of the utterances under way"),
+        Message("session.updated", "server", "`session`", "the effective config, with the actual `sample_rate`"),
+        Message("segment.start", "server", "`utterance`, `segment`, `text`, `spoken_text`, `language`",
+                "a segment's audio follows, in binary frames"),
+        Message("segment.end", "server", "`utterance`, `segment`, `frames`", "the segment's audio is complete"),
+        Message("done", "server", "`utterance`, `segments`, `usage`", "the utterance is spoken whole"),
+        Message("cancelled", "server", "`utterance`", "the latest utterance a cancel covers (null before the first)"),
+        Message("error", "server", "`error` (OpenAI's error object)", "a message refused; the session goes on"),
+    ),
+)  # fmt: skip
 
 
 @dataclass(eq=False)

@@ -30,11 +30,47 @@ from ..audio.voice_activity import VoiceActivitySettings
 from ..engine.registry import ModelRegistry
 from ..errors import InvalidInputError, TTSError
 from ..model.asr.languages import resolve_language
+from ..protocols import Message, WireProtocol
 from .live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
 from .recognition import RecognitionService
 from .routing import route_recognizer
 
 SendEvent = Callable[[dict], Awaitable[None]]
+REALTIME_TRANSCRIPTION = WireProtocol(
+    "Realtime transcription sessions",
+    "WS /v1/realtime?intent=transcription",
+    "OpenAI's realtime transcription protocol, in its beta form (header `OpenAI-Beta: realtime=v1`) and its current "
+    "one; every event is a JSON object with a `type` and, from the server, an `event_id`.",
+    (
+        Message("transcription_session.update", "client", "`session`: `input_audio_format`, "
+                "`input_audio_transcription` (`model`, `language`, `prompt`), `turn_detection`",
+                "the beta form's settings; answered by `transcription_session.updated`"),
+        Message("session.update", "client", "`session`: `type` `transcription`, `audio.input` (`format`, "
+                "`transcription`, `turn_detection`)", "the current form's settings; answered by `session.updated`"),
+        Message("input_audio_buffer.append", "client", "`audio`: base64 PCM16 (24 kHz) or G.711 at 8 kHz",
+                "audio for the utterance under way"),
+        Message("input_audio_buffer.commit", "client", "", "ends the utterance (nothing new since the last: nothing)"),
+        Message("input_audio_buffer.clear", "client", "", "drops the utterance; answered by `.cleared`"),
+        Message("transcription_session.created", "server", "`session`", "the beta form's greeting"),
+        Message("transcription_session.updated", "server", "`session`", "the beta form's settings as taken"),
+        Message("session.created", "server", "`session`", "the current form's greeting"),
+        Message("session.updated", "server", "`session`", "the current form's settings as taken"),
+        Message("input_audio_buffer.speech_started", "server", "`audio_start_ms`, `item_id`",
+                "server voice activity heard speech begin"),
+        Message("input_audio_buffer.speech_stopped", "server", "`audio_end_ms`, `item_id`",
+                "server voice activity heard it end"),
+        Message("input_audio_buffer.committed", "server", "`item_id`, `previous_item_id`",
+                "an utterance ended (a commit, or speech stopped): its transcript follows"),
+        Message("input_audio_buffer.cleared", "server", "", "the utterance was dropped"),
+        Message("conversation.item.input_audio_transcription.delta", "server", "`item_id`, `content_index`, "
+                "`delta`", "text the later passes keep, only ever appended"),
+        Message("conversation.item.input_audio_transcription.completed", "server", "`item_id`, `content_index`, "
+                "`transcript`, `usage`", "the utterance's transcript"),
+        Message("conversation.item.input_audio_transcription.failed", "server", "`item_id`, `error`",
+                "a pass failed; the session goes on"),
+        Message("error", "server", "`error`: `type`, `code`, `message`, `param`", "an event refused"),
+    ),
+)  # fmt: skip
 BETA_FORMATS = {"pcm16": ("pcm16", 24000), "g711_ulaw": ("pcm_mulaw", 8000), "g711_alaw": ("pcm_alaw", 8000)}
 FORMAT_TYPES = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pcma": "g711_alaw"}
 SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}

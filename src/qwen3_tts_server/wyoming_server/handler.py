@@ -26,6 +26,7 @@ from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
 from ..errors import InvalidInputError, TTSError
+from ..protocols import Message, WireProtocol
 from ..service.realtime import DEFAULT_CONFIG, ChannelClosed, RealtimeSession, message_text
 from .backend import WyomingBackend
 from .info import describe
@@ -37,6 +38,36 @@ log = logging.getLogger(__name__)
 
 RATE, WIDTH, CHANNELS = 24000, 2, 1
 OUTPUT = {"response_format": "pcm", "sample_rate": RATE}
+
+
+WYOMING = WireProtocol(
+    "Wyoming (Home Assistant)",
+    "TCP WYOMING_PORT (serve --wyoming-port, or qwen3-tts-server wyoming)",
+    "The wyoming library's events (a JSON header line, then the data and payload): text to speech, whole or streamed, "
+    "and speech to text with transcript chunks while the audio still arrives.",
+    (
+        Message("describe", "client", "", "answered by `info`: the voices, the languages, the transcribers"),
+        Message("synthesize", "client", "`text`, `voice` (`name`, `speaker`, `language`)", "speech for a whole text"),
+        Message("synthesize-start", "client", "`voice`", "a streamed synthesis begins"),
+        Message("synthesize-chunk", "client", "`text`", "more text; speech starts at the first clause"),
+        Message("synthesize-stop", "client", "", "the streamed text is complete"),
+        Message("transcribe", "client", "`name`, `language`, `transcript_names`, `transcript_terms`",
+                "speech to text (the names and terms are the model's context): the audio follows"),
+        Message("audio-start", "client", "`rate`, `width`, `channels`", "the audio to transcribe begins"),
+        Message("audio-chunk", "client", "`rate`, `width`, `channels`, payload", "a piece of it"),
+        Message("audio-stop", "client", "", "its end: the rest of the transcript follows"),
+        Message("info", "server", "`tts`, `asr`", "what the server speaks and hears"),
+        Message("audio-start", "server", "`rate`, `width`, `channels`", "speech begins (16-bit mono PCM)"),
+        Message("audio-chunk", "server", "payload", "speech as it is made"),
+        Message("audio-stop", "server", "", "a synthesis's speech is complete"),
+        Message("synthesize-stopped", "server", "", "a streamed synthesis is complete"),
+        Message("transcript-start", "server", "`language`", "a transcription's text begins"),
+        Message("transcript-chunk", "server", "`text`", "text the later passes keep, only ever appended"),
+        Message("transcript", "server", "`text`, `language`", "the whole transcript"),
+        Message("transcript-stop", "server", "", "the transcription is complete"),
+        Message("error", "server", "`text`, `code`", "an event refused; the connection goes on"),
+    ),
+)  # fmt: skip
 
 
 class WyomingChannel:
