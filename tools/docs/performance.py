@@ -78,7 +78,7 @@ def results_page(results: Path) -> tuple[str, list[Path]]:
         if plot.exists():
             plots.append(plot)
             lines.append(f"![{path.stem}](performance/{plot.name})\n")
-        lines += _render(json.loads(path.read_text()), "", 3)
+        lines += _render(json.loads(path.read_text()), "", 2)  # its keys under the result's own heading
     return "\n".join(lines), plots
 
 
