@@ -165,6 +165,21 @@ def test_discovery_and_health(api):
     assert health["pid"] == os.getpid() and health["version"] == __version__
 
 
+def test_open_webuis_voice_and_model_pickers_fill_from_the_server(api):
+    """Open WebUI (its OpenAI TTS engine on a base URL not OpenAI's) fills its pickers as its audio router reads:
+    `{base}/audio/voices` -> `voices`, each `{id, name}`; `{base}/audio/models` -> `models`, each `{id}`."""
+
+    async def scenario(_, http):
+        return (await http.get("/v1/audio/voices")).json(), (await http.get("/v1/audio/models")).json()
+
+    voices, models = api(scenario)
+    available = {voice["id"]: voice["name"] for voice in voices.get("voices", [])}
+    assert available["vivian"] == "vivian" and available["alloy"] == "alloy"
+    assert set(available) == {voice["id"] for voice in voices["data"]}
+    assert [model["id"] for model in models.get("models", [])] == ["tiny-custom-voice", "tts-1", "tts-1-hd",
+                                                                   "gpt-4o-mini-tts"]  # fmt: skip
+
+
 def test_seed_compatible_stream_paths(api):
     async def scenario(_, http):
         body = {"voice": "Vivian", "input": "Old paths.", "seed": 6}

@@ -1,4 +1,4 @@
-"""GET /v1/models, GET /health, GET /v1/info, GET /ready."""
+"""GET /v1/models, GET /v1/audio/models, GET /health, GET /v1/info, GET /ready."""
 
 from __future__ import annotations
 
@@ -33,6 +33,14 @@ async def list_models(services: ServicesDep) -> dict:
             resolved = None
         entries.append({**entries[0], "id": name, "alias_of": resolved})
     return {"object": "list", "data": entries}
+
+
+@router.get("/v1/audio/models")
+async def list_speech_models(services: ServicesDep) -> dict:
+    """The names a speech request's `model` takes (the hosted speech models, then OpenAI's), as `{"models": [{id}]}`:
+    the list Open WebUI's speech model picker reads."""
+    names = [hosted.id for hosted in services.registry] + list(OPENAI_MODELS if len(services.registry) else ())
+    return {"models": [{"id": name} for name in names]}
 
 
 @router.get("/health")

@@ -17,7 +17,13 @@ router = APIRouter()
 
 @router.get("/v1/audio/voices")
 async def list_voices(voices: VoiceServiceDep) -> dict:
-    return {"object": "list", "data": await voices.list_voices()}
+    """Every voice (`data`); `voices` again as `{id, name}` pairs, the list Open WebUI's voice picker reads."""
+    listed = await voices.list_voices()
+    return {
+        "object": "list",
+        "data": listed,
+        "voices": [{"id": voice["id"], "name": voice["name"]} for voice in listed],
+    }
 
 
 @router.post("/v1/audio/voices")
