@@ -46,6 +46,8 @@ def test_every_route_and_metric_is_listed(app):
         if isinstance(route, APIRoute) and route.include_in_schema:
             for method in route.methods:
                 assert f"## `{method} {route.path}`" in routes, (method, route.path)
+    assert '"input": "Hello there."' in routes  # a request body's examples, from its schema
+    assert '    "id": "tts-1",' in routes  # what /v1/models answered while the page was written
     metrics = reference.metrics_page(app)
     assert "| `qwen3_tts_requests` | counter | `format`, `model`, `route`, `status` |" in metrics
     for family in app.state.services.metrics.registry.collect():

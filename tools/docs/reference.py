@@ -103,24 +103,41 @@ def _schema_name(schema: dict[str, Any]) -> str:
     return str(schema.get("type", "object"))
 
 
-def _example(content: dict[str, Any]) -> Any:
+def _examples(content: dict[str, Any], schemas: dict[str, Any]) -> list[Any]:
+    """A request body's examples: its media type's own, else its schema's (`examples` of the model)."""
+    found = []
     for media in content.values():
         if "example" in media:
-            return media["example"]
-        for example in media.get("examples", {}).values():
-            return example.get("value")
-    return None
+            found.append(media["example"])
+        found += [example.get("value") for example in media.get("examples", {}).values()]
+        reference = media.get("schema", {}).get("$ref", "")
+        found += schemas.get(reference.rsplit("/", 1)[-1], {}).get("examples", []) if reference else []
+    return found
+
+
+def answered(app: FastAPI, paths: list[str]) -> dict[str, Any]:
+    """What the app answers to a GET of each of `paths` (routes without parameters), read from it: the examples of
+    the routes that list and report. Models stay unloaded: these routes read their configs only."""
+    from starlette.testclient import TestClient
+
+    with TestClient(app) as client:
+        return {path: client.get(path).json() for path in paths}
 
 
 def http_page(app: FastAPI) -> str:
-    """Every route of the app: its method and path, summary, parameters, request body and answers."""
+    """Every route of the app: its method and path, summary, parameters, request body with its examples, answers,
+    and for the routes that list and report, what this server answered over tiny test models."""
     schema = app.openapi()
+    schemas = schema.get("components", {}).get("schemas", {})
+    plain_gets = [path for path, operations in schema["paths"].items() if "get" in operations and "{" not in path]
+    real = answered(app, plain_gets)
     lines = [
         "# HTTP routes\n",
         GENERATED,
         "Every route the server answers, from its OpenAPI schema (also served at `/openapi.json`). Errors use "
-        'OpenAI\'s envelope, `{"error": {"message", "type", "param", "code"}}`. WebSocket routes are '
-        "described in their guides.\n",
+        'OpenAI\'s envelope, `{"error": {"message", "type", "param", "code"}}` (the `default` answer). '
+        "The answers shown were given by this server over tiny random-weight test models while this page was "
+        "built. WebSocket routes: [Streaming protocols](protocols.md).\n",
     ]
     for path, operations in schema["paths"].items():
         for method, operation in operations.items():
@@ -143,8 +160,7 @@ def http_page(app: FastAPI) -> str:
                     f"`{media}` ({_schema_name(spec.get('schema', {}))})" for media, spec in body["content"].items()
                 )
                 lines.append(f"Request body: {kinds}.\n")
-                example = _example(body["content"])
-                if example is not None:
+                for example in _examples(body["content"], schemas):
                     lines += ["```json", json.dumps(example, indent=2, ensure_ascii=False), "```", ""]
             answers = operation.get("responses", {})
             if answers:
@@ -153,10 +169,13 @@ def http_page(app: FastAPI) -> str:
                     media = ", ".join(f"`{kind}`" for kind in answer.get("content", {}))
                     lines.append(f"| {status} | {cell(answer.get('description', ''))} {media} |")
                 lines.append("")
-    models = schema.get("components", {}).get("schemas", {})
-    if models:
+            if method == "get" and path in real:
+                shown = json.dumps(real[path], indent=2, ensure_ascii=False)
+                lines += ["??? example \"What it answered\"", "    ```json", *(f"    {line}" for line in
+                          shown.splitlines()), "    ```", ""]  # fmt: skip
+    if schemas:
         lines += ["## Schemas\n"]
-        for name, model in models.items():
+        for name, model in schemas.items():
             lines.append(f"### {name}\n")
             if model.get("description"):
                 lines += [cell(model["description"]), ""]
