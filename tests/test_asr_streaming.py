@@ -106,6 +106,8 @@ def test_utterances_of_one_context_share_its_prompt_head(transcriber):
         assert streamed(transcriber, incremental, wave, 32000)[0] == expected and incremental.head is head
     with pytest.raises(ValueError, match="another context or language"):
         IncrementalPasses(transcriber, "", "English", head)
+    with pytest.raises(ValueError, match="by another model"):  # a reloaded model's passes: its own head
+        IncrementalPasses(Transcriber(transcriber.model), "Qwen, Wyoming", "English", head)
 
 
 def test_the_text_prefix_leaves_out_the_last_tokens_and_never_splits_a_character(transcriber):

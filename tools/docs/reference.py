@@ -20,6 +20,7 @@ from fastapi import FastAPI
 import qwen3_tts_server
 from qwen3_tts_server.cli import build_parser
 from qwen3_tts_server.config import FLAG_ALIASES, Settings, env_name
+from qwen3_tts_server.protocols import WireProtocol
 
 GENERATED = "<!-- Written by tools/docs at build time from the code: edit the code, not this page. -->\n\n"
 
@@ -251,20 +252,25 @@ def layout_page() -> str:
     return "\n".join(lines)
 
 
-def protocols_page() -> str:
-    """Every streaming protocol's messages, as each protocol's module declares them."""
+def protocols() -> tuple[WireProtocol, ...]:
+    """Every streaming protocol the server speaks, as its module declares it."""
     from qwen3_tts_server.api.live_transcription import LIVE_TRANSCRIBE
     from qwen3_tts_server.service.realtime import SPEECH_SOCKET
     from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
     from qwen3_tts_server.wyoming_server.handler import WYOMING
 
+    return SPEECH_SOCKET, REALTIME_TRANSCRIPTION, LIVE_TRANSCRIBE, WYOMING
+
+
+def protocols_page() -> str:
+    """Every streaming protocol's messages, as each protocol's module declares them."""
     lines = [
         "# Streaming protocols\n",
         GENERATED,
         "The messages of every protocol the server speaks beyond plain HTTP, as the code that speaks each declares "
         "them (its tests check that what the server sends is declared). How to use them: the guides.\n",
     ]
-    for protocol in (SPEECH_SOCKET, REALTIME_TRANSCRIPTION, LIVE_TRANSCRIBE, WYOMING):
+    for protocol in protocols():
         lines += [f"## {protocol.title}\n", f"`{protocol.endpoint}`\n", protocol.summary, ""]
         for sender, heading in (("client", "The client sends"), ("server", "The server sends")):
             lines += [f"### {heading}\n", "| message | carries | what it does |", "|---|---|---|"]

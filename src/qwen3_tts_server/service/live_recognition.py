@@ -209,7 +209,7 @@ class LiveSession:
     def _begin(self, sample: int) -> None:
         assert self._transcriber is not None
         head = self._head
-        if head is not None and (head.context, head.language) != (self.context, self.language):
+        if head is not None and not head.serves(self._transcriber, self.context, self.language):
             head = None
         self._passes = IncrementalPasses(self._transcriber, self.context, self.language, head)
         self._utterance = LiveUtterance(self._transcriber, self._passes, self.streaming)

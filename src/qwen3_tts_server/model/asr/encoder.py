@@ -133,9 +133,14 @@ class AudioEncoder(nn.Module):
         self.register_buffer("positions", sinusoid_positions(config.max_positions, config.width), persistent=False)
 
     @property
+    def block_chunks(self) -> int:
+        """Whole 1 s chunks of an attention block (8)."""
+        return self.config.window_infer // self.config.chunk_frames
+
+    @property
     def block_frames(self) -> int:
         """Mel frames of an attention block (8 s): whole chunks, each block encoded on its own."""
-        return self.config.chunk_frames * (self.config.window_infer // self.config.chunk_frames)
+        return self.config.chunk_frames * self.block_chunks
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
         """[mel bins, frames] of one clip -> [audio_tokens(frames), output width], an attention block at a time

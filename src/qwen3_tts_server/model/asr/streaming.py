@@ -185,8 +185,13 @@ class PromptHead:
 
     ids: list[int]
     cache: KVCache  # row 0, `len(ids)` positions
+    transcriber: Transcriber  # whose decoder made them
     context: str
     language: str | None
+
+    def serves(self, transcriber: Transcriber, context: str, language: str | None) -> bool:
+        """Whether it is the head of `transcriber`'s prompts for `context` and `language`."""
+        return (self.transcriber, self.context, self.language) == (transcriber, context, language)
 
     @classmethod
     @torch.inference_mode()
@@ -197,7 +202,7 @@ class PromptHead:
         cache = model.decoder.new_cache(1, len(ids), model.decoder.norm.weight.dtype, model.device)
         embedded = model.decoder.embed_tokens(torch.tensor([ids], device=model.device)).to(cache.k.dtype)
         model.decoder.extend(embedded, cache, slice(0, 1), 0)
-        return cls(ids, cache, context, language)
+        return cls(ids, cache, transcriber, context, language)
 
 
 class IncrementalPasses:
@@ -209,8 +214,8 @@ class IncrementalPasses:
         self, transcriber: Transcriber, context: str = "", language: str | None = None, head: PromptHead | None = None
     ):
         self.transcriber, self.context, self.language = transcriber, context, language
-        if head is not None and (head.context, head.language) != (context, language):
-            raise ValueError("the prompt head was computed for another context or language")
+        if head is not None and not head.serves(transcriber, context, language):
+            raise ValueError("the prompt head was computed for another context or language, or by another model")
         self.head = head
         model = transcriber.model
         dtype, device = model.decoder.norm.weight.dtype, model.device
@@ -267,7 +272,7 @@ class IncrementalPasses:
             encoded.append(tokens)
             if (index + 1) * size <= final_frames:  # finished: kept for reuse (finished blocks come first)
                 self.blocks.append(_Block(pieces[index], tokens))
-                ends = (index + 1) * (size // encoder.config.chunk_frames)  # its chunks are needed no more
+                ends = (index + 1) * encoder.block_chunks  # its chunks are needed no more
                 self.chunks = {at: chunk for at, chunk in self.chunks.items() if at >= ends}
         return torch.cat(encoded)
 
@@ -276,7 +281,7 @@ class IncrementalPasses:
         features and padding are bitwise as when they were convolved taken as they were, the others convolved."""
         encoder = self.transcriber.model.encoder
         pieces = list(features.T.split(encoder.config.chunk_frames))
-        first = index * (encoder.block_frames // encoder.config.chunk_frames)  # its first chunk's index
+        first = index * encoder.block_chunks  # its first chunk's index
         fresh = [at for at, piece in enumerate(pieces, first) if not self._unchanged(at, piece, pad_to)]
         if fresh:
             convolved = encoder.convolve([pieces[at - first] for at in fresh], pad_to)
