@@ -21,7 +21,7 @@ def _flat(row: dict[str, Any], prefix: str = "") -> dict[str, Any]:
         name = f"{prefix}{key}"
         if isinstance(value, dict):
             flat.update(_flat(value, f"{name}."))
-        elif isinstance(value, list) and all(isinstance(item, SCALARS) for item in value):
+        elif _scalar_list(value):
             flat[name] = ", ".join(map(str, value))
         elif isinstance(value, SCALARS):
             flat[name] = value
