@@ -134,3 +134,22 @@ def test_speech_cleared_mid_utterance_is_dropped_and_the_next_one_is_heard(trans
     assert kinds[0] == ("SpeechBoundary", "started") and ("LiveTranscript", True) in kinds
     finals = [event for event in events if isinstance(event, LiveTranscript) and event.final]
     assert [event.utterance for event in finals] == [1] and finals[0].text  # the cleared one has no final
+
+
+@pytest.mark.parametrize("padding", [600, 2500])
+def test_an_utterance_keeps_its_whole_padding_in_whatever_pieces_it_comes(transcriber, conversation, padding):  # noqa: F811
+    """LiveKit's turn detection pads by 600 ms after 350 ms of silence, so the end is found before its padding has
+    arrived; a padding of 2.5 s reaches further back than the audio kept by default. The same utterances either
+    way, whether the audio comes whole or in 20 ms pieces."""
+    wave, spans = conversation
+    first = wave[: int((spans[0][1] + 0.3) * 16000)]
+    wave = np.concatenate([np.zeros(3 * 16000, np.float32), first, np.zeros(3 * 16000, np.float32)])
+    settings = VoiceActivitySettings(0.5, padding, 350)
+    whole = run_session(transcriber, [wave], voice_activity=settings, commit=False)
+    pieces = [wave[i : i + 320] for i in range(0, len(wave), 320)]
+    pieces = run_session(transcriber, pieces, voice_activity=settings, commit=False)
+    assert pieces == whole
+    started, stopped = (event for event in whole if isinstance(event, SpeechBoundary))
+    (committed,) = (event for event in whole if isinstance(event, Committed))
+    assert started.seconds == pytest.approx(3 + spans[0][0] - padding / 1000, abs=0.1)
+    assert committed.seconds == pytest.approx(stopped.seconds - started.seconds, abs=1e-3)

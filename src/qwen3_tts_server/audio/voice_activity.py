@@ -30,6 +30,7 @@ class VoiceActivitySettings:
 class SpeechEvent:
     kind: Literal["started", "stopped"]
     sample: int  # where in the stream, in 16 kHz samples from its start
+    found: int  # where the detector was when it found it (a stop's padding may reach past it)
 
 
 @functools.cache
@@ -63,9 +64,10 @@ class VoiceActivity:
         whole = len(self._pending) // FRAME * FRAME
         for start in range(0, whole, FRAME):
             found = self._iterator(torch.from_numpy(self._pending[start : start + FRAME]))
+            where = self._iterator.current_sample
             if found and "start" in found:
-                events.append(SpeechEvent("started", int(found["start"])))
+                events.append(SpeechEvent("started", int(found["start"]), where))
             elif found and "end" in found:
-                events.append(SpeechEvent("stopped", int(found["end"])))
+                events.append(SpeechEvent("stopped", int(found["end"]), where))
         self._pending = self._pending[whole:]
         return events

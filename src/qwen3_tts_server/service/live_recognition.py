@@ -29,7 +29,7 @@ from ..model.asr.transcriber import Transcriber
 from .recognition import visible_text
 
 log = logging.getLogger(__name__)
-KEPT_BEFORE_SPEECH = 2.0  # seconds of audio outside speech kept, from which an utterance's prefix padding is taken
+KEPT_BEYOND_PADDING = 1.0  # seconds of audio outside speech kept beyond the prefix padding, for the next start
 
 
 async def cancelled(task: asyncio.Task | None) -> None:
@@ -102,6 +102,7 @@ class LiveSession:
         self._audio = np.zeros(0, np.float32)  # the session's recent 16 kHz audio, from sample `_base`
         self._base = 0
         self._given = 0  # audio up to here is the current utterance's (or was left out of any)
+        self._ends_at: int | None = None  # where the current utterance ends, once voice activity found its end
         self._worker: asyncio.Task | None = None
 
     def _new_resampler(self) -> soxr.ResampleStream | None:
@@ -157,7 +158,7 @@ class LiveSession:
                     self._pending_samples -= len(samples)
                     await self._hear(self._resampled(samples, last=False))
                 elif action == "clear":
-                    self._utterance, self._passes = None, None
+                    self._utterance, self._passes, self._ends_at = None, None, None
                     self._given = self._base + len(self._audio)
                 elif action == "configure":
                     self.language, self.context, activity = samples
@@ -192,18 +193,28 @@ class LiveSession:
         for boundary in boundaries:
             sample = self._heard_from + boundary.sample
             if boundary.kind == "started":
-                await self._end_utterance()  # one left open by a change of settings ends first
+                if self._ends_at is not None:  # the last one's end padding yields to this start, where not yet given
+                    self._ends_at = max(min(self._ends_at, sample), self._given)
+                await self._end_utterance()  # one left open by its end's padding or a change of settings ends first
                 self._begin(max(sample, self._base, self._given))
                 self._emit(SpeechBoundary(self.utterances - 1, "started", sample / SAMPLE_RATE))
             elif self._utterance is not None:  # (none when the client cleared it meanwhile)
-                await self._give(min(sample, start + len(samples)))
+                await self._give(min(sample, self._heard_from + boundary.found))
                 self._emit(SpeechBoundary(self.utterances - 1, "stopped", sample / SAMPLE_RATE))
+                # the end's padding may reach past where it was found: the utterance waits for all of it (or the
+                # next start), whatever pieces the audio comes in
+                self._ends_at = sample
+        if self._utterance is not None:
+            if self._ends_at is None:
+                await self._give(start + len(samples))
+            elif start + len(samples) >= self._ends_at:
                 await self._end_utterance()
         if self._utterance is not None:
-            await self._give(start + len(samples))
             drop = self._given - self._base  # all given
         else:  # outside speech: the last seconds kept for the next utterance's prefix padding
-            drop = max(len(self._audio) - int(KEPT_BEFORE_SPEECH * SAMPLE_RATE), self._given - self._base, 0)
+            padding = self.voice_activity.settings.prefix_padding_ms / 1000 if self.voice_activity is not None else 0
+            kept = int((padding + KEPT_BEYOND_PADDING) * SAMPLE_RATE)
+            drop = max(len(self._audio) - kept, self._given - self._base, 0)
         self._audio, self._base = self._audio[drop:], self._base + drop
 
     def _begin(self, sample: int) -> None:
@@ -235,12 +246,14 @@ class LiveSession:
         utterance = self._utterance
         if utterance is None:
             return
+        if self._ends_at is not None:  # what arrived of its end's padding
+            await self._give(min(self._ends_at, self._base + len(self._audio)))
         self._emit(Committed(self.utterances - 1, (len(utterance.heard) + len(utterance.pending)) / SAMPLE_RATE))
         while (step := utterance.next_pass(final=True)) is not None:
             await self._run(step)
         text = utterance.text
         self._emit(LiveTranscript(self.utterances - 1, text, utterance.heard_language, final=True, settled=text))
-        self._utterance = self._passes = None
+        self._utterance = self._passes = self._ends_at = None
 
     async def _run(self, step: Pass) -> bool:
         """Whether the pass ran (a failed one is an error event; the utterance goes on as before it)."""
