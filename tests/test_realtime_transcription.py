@@ -1,8 +1,9 @@
 """OpenAI's realtime transcription sessions (WS /v1/realtime?intent=transcription) against a live server hosting a
-tiny transcriber, driven as the voice agents drive them: the current form through the openai SDK's realtime client
-with Pipecat's session (24 kHz PCM, no turn detection, a commit at the end of speech), and the beta form as
-LiveKit's plugin sends it (`OpenAI-Beta: realtime=v1`, server VAD, 50 ms appends, no commit) on speech spoken by
-espeak-ng; G.711 audio; errors as error events."""
+tiny transcriber, driven by the voice agents' own clients: LiveKit's `openai.STT(...).stream()` (server VAD, a final
+per sentence) and Pipecat's `OpenAIRealtimeSTTService` (a commit at its local VAD's end of speech), each final the
+one a session gives in this process for the same audio; the current form through the openai SDK's realtime client;
+the beta form as LiveKit's earlier plugin sent it (`OpenAI-Beta: realtime=v1`, server VAD, 50 ms appends, no
+commit) on speech spoken by espeak-ng; G.711 audio; errors as error events."""
 
 from __future__ import annotations
 
@@ -14,10 +15,31 @@ import numpy as np
 import openai
 import pytest
 import soxr
+from livekit import rtc
+from livekit.agents.stt import SpeechEventType
+from livekit.agents.utils import http_context as livekit_http
+from livekit.plugins import openai as livekit_openai
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    VADUserStoppedSpeakingFrame,
+)
+from pipecat.pipeline.pipeline import Pipeline
+from pipecat.pipeline.runner import PipelineRunner
+from pipecat.pipeline.task import PipelineParams, PipelineTask
+from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
+from pipecat.services.openai.stt import OpenAIRealtimeSTTService
 from websockets.asyncio.client import connect
 
+from qwen3_tts_server.audio.decoding import pcm_samples
+from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
+from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
 from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript
 from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
@@ -196,3 +218,113 @@ def test_a_session_without_intent_transcription_is_refused(server):  # noqa: F81
 
     refused = asyncio.run(scenario())
     assert refused["type"] == "error" and "intent=transcription" in refused["error"]["message"]
+
+
+def served_finals(model: Transcriber, data: bytes, voice_activity: VoiceActivitySettings) -> list[str]:
+    """The final texts a realtime session gives for 24 kHz PCM16 `data` under server VAD, run in this process."""
+    engine = RecognitionEngine(model, max_batch_size=2).start()
+
+    async def scenario():
+        session = await LiveSession(engine, 24000, "English", voice_activity=voice_activity).start()
+        session.append(pcm_samples(data, 2, 1))
+        await session.close()
+        events = []
+        while (event := await session.events.get()) is not None:
+            events.append(event)
+        return [event.text for event in events if isinstance(event, LiveTranscript) and event.final]
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        engine.stop()
+
+
+def test_livekits_openai_stt_stream_gets_each_sentence(server, transcriber, conversation):  # noqa: F811
+    """livekit-plugins-openai's realtime STT stream, as a LiveKit agent runs it: 20 ms frames at 24 kHz; the
+    plugin's own session (the current form, the model in the URL, server VAD at its defaults)."""
+    wave, _ = conversation
+    data = pcm24k(wave)
+    expected = served_finals(transcriber, data, VoiceActivitySettings(0.5, 600, 350))  # the plugin's turn detection
+
+    async def scenario():
+        async with livekit_http.open():
+            options = {"model": "gpt-4o-transcribe", "language": "en", "use_realtime": True}
+            stt = livekit_openai.STT(base_url=server.base + "/v1", api_key="unused", **options)
+            stream = stt.stream()
+            for start in range(0, len(data), 960):  # 20 ms
+                piece = data[start : start + 960]
+                stream.push_frame(rtc.AudioFrame(piece, 24000, 1, len(piece) // 2))
+            stream.end_input()
+            events = []
+            while sum(event.type == SpeechEventType.RECOGNITION_USAGE for event in events) < len(expected):
+                events.append(await asyncio.wait_for(stream.__anext__(), TIMEOUT))
+            await stream.aclose()
+            await stt.aclose()
+            return events
+
+    events = asyncio.run(scenario())
+    kinds = [event.type for event in events if event.type != SpeechEventType.INTERIM_TRANSCRIPT]
+    assert len(expected) == 2 and kinds == [
+        SpeechEventType.START_OF_SPEECH,
+        SpeechEventType.END_OF_SPEECH,
+        SpeechEventType.FINAL_TRANSCRIPT,
+        SpeechEventType.RECOGNITION_USAGE,
+    ] * len(expected)
+    finals = [event.alternatives[0].text for event in events if event.type == SpeechEventType.FINAL_TRANSCRIPT]
+    assert finals == expected
+    # the first sentence's pass at 2 s: the deltas LiveKit joins, before that sentence's final, of its item
+    first_final = next(event for event in events if event.type == SpeechEventType.FINAL_TRANSCRIPT)
+    interim = events[: events.index(first_final)]
+    interim = [event for event in interim if event.type == SpeechEventType.INTERIM_TRANSCRIPT]
+    assert interim and {event.request_id for event in interim} == {first_final.request_id}
+    usage = [event.recognition_usage for event in events if event.type == SpeechEventType.RECOGNITION_USAGE]
+    assert all(1.0 < item.audio_duration < 4.0 for item in usage)
+
+
+class Heard(FrameProcessor):
+    """The end of a Pipecat pipeline: keeps every transcription frame."""
+
+    def __init__(self):
+        super().__init__()
+        self.frames: list[Frame] = []
+        self.final = asyncio.Event()
+
+    async def process_frame(self, frame: Frame, direction: FrameDirection):
+        await super().process_frame(frame, direction)
+        if isinstance(frame, TranscriptionFrame | InterimTranscriptionFrame):
+            self.frames.append(frame)
+            if isinstance(frame, TranscriptionFrame):
+                self.final.set()
+        await self.push_frame(frame, direction)
+
+
+def test_pipecats_openai_realtime_stt_service_gets_interims_and_the_transcript(server, transcriber):  # noqa: F811
+    """Pipecat's OpenAIRealtimeSTTService at its defaults (the current session form, no turn detection): a 24 kHz
+    pipeline's audio frames, then its local VAD's end of speech, on which the service commits."""
+    data = pcm24k(voiced_glide(5.0, pitch=140.0))
+    expected = final_text(transcriber, heard_by_the_server([data]), "English")
+
+    async def scenario():
+        stt = OpenAIRealtimeSTTService(api_key="unused", base_url=server.base.replace("http", "ws", 1) + "/v1/realtime")
+        heard = Heard()
+        task = PipelineTask(
+            Pipeline([stt, heard]),
+            params=PipelineParams(audio_in_sample_rate=24000),
+            cancel_on_idle_timeout=False,
+        )
+        runner = asyncio.create_task(PipelineRunner(handle_sigint=False).run(task))
+        while not stt._session_ready:  # the service says nothing public when its session.update is answered
+            await asyncio.sleep(0.05)
+        for start in range(0, len(data), 4800):  # 100 ms frames
+            await task.queue_frame(InputAudioRawFrame(data[start : start + 4800], 24000, 1))
+        await task.queue_frame(VADUserStoppedSpeakingFrame())
+        await asyncio.wait_for(heard.final.wait(), TIMEOUT)
+        await task.queue_frame(EndFrame())
+        await asyncio.wait_for(runner, TIMEOUT)
+        return heard.frames
+
+    *interims, final = asyncio.run(scenario())
+    assert isinstance(final, TranscriptionFrame) and final.text == expected
+    # each delta (the passes at 2 and 4 s) an interim frame of the same item
+    assert interims and all(isinstance(frame, InterimTranscriptionFrame) and frame.text for frame in interims)
+    assert {frame.result["item_id"] for frame in interims} == {final.result["item_id"]}
