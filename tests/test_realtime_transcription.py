@@ -20,20 +20,15 @@ from livekit.agents.stt import SpeechEventType
 from livekit.agents.utils import http_context as livekit_http
 from livekit.plugins import openai as livekit_openai
 from pipecat.frames.frames import (
-    EndFrame,
-    Frame,
     InputAudioRawFrame,
     InterimTranscriptionFrame,
     TranscriptionFrame,
     VADUserStoppedSpeakingFrame,
 )
-from pipecat.pipeline.pipeline import Pipeline
-from pipecat.pipeline.runner import PipelineRunner
-from pipecat.pipeline.task import PipelineParams, PipelineTask
-from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
 from pipecat.services.openai.stt import OpenAIRealtimeSTTService
 from websockets.asyncio.client import connect
 
+from pipecat_pipeline import Collected, running
 from qwen3_tts_server.audio.decoding import pcm_samples
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
@@ -281,23 +276,6 @@ def test_livekits_openai_stt_stream_gets_each_sentence(server, transcriber, conv
     assert all(1.0 < item.audio_duration < 4.0 for item in usage)
 
 
-class Heard(FrameProcessor):
-    """The end of a Pipecat pipeline: keeps every transcription frame."""
-
-    def __init__(self):
-        super().__init__()
-        self.frames: list[Frame] = []
-        self.final = asyncio.Event()
-
-    async def process_frame(self, frame: Frame, direction: FrameDirection):
-        await super().process_frame(frame, direction)
-        if isinstance(frame, TranscriptionFrame | InterimTranscriptionFrame):
-            self.frames.append(frame)
-            if isinstance(frame, TranscriptionFrame):
-                self.final.set()
-        await self.push_frame(frame, direction)
-
-
 def test_pipecats_openai_realtime_stt_service_gets_interims_and_the_transcript(server, transcriber):  # noqa: F811
     """Pipecat's OpenAIRealtimeSTTService at its defaults (the current session form, no turn detection): a 24 kHz
     pipeline's audio frames, then its local VAD's end of speech, on which the service commits."""
@@ -306,21 +284,12 @@ def test_pipecats_openai_realtime_stt_service_gets_interims_and_the_transcript(s
 
     async def scenario():
         stt = OpenAIRealtimeSTTService(api_key="unused", base_url=server.base.replace("http", "ws", 1) + "/v1/realtime")
-        heard = Heard()
-        task = PipelineTask(
-            Pipeline([stt, heard]),
-            params=PipelineParams(audio_in_sample_rate=24000),
-            cancel_on_idle_timeout=False,
-        )
-        runner = asyncio.create_task(PipelineRunner(handle_sigint=False).run(task))
-        while not stt._session_ready:  # the service says nothing public when its session.update is answered
-            await asyncio.sleep(0.05)
-        for start in range(0, len(data), 4800):  # 100 ms frames
-            await task.queue_frame(InputAudioRawFrame(data[start : start + 4800], 24000, 1))
-        await task.queue_frame(VADUserStoppedSpeakingFrame())
-        await asyncio.wait_for(heard.final.wait(), TIMEOUT)
-        await task.queue_frame(EndFrame())
-        await asyncio.wait_for(runner, TIMEOUT)
+        heard = Collected((TranscriptionFrame, InterimTranscriptionFrame), TranscriptionFrame)
+        async with running(stt, heard, audio_in_sample_rate=24000) as pipeline:
+            while not stt._session_ready:  # the service says nothing public when its session.update is answered
+                await asyncio.sleep(0.05)
+            audio = [InputAudioRawFrame(data[i : i + 4800], 24000, 1) for i in range(0, len(data), 4800)]  # 100 ms
+            await pipeline.queue_frames([*audio, VADUserStoppedSpeakingFrame()])
         return heard.frames
 
     *interims, final = asyncio.run(scenario())

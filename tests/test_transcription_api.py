@@ -135,64 +135,6 @@ def test_every_bad_request_is_an_openai_error(server, clip, fields, upload, stat
     assert message in error["message"] and (param is None or error["param"] == param)
 
 
-def pcm16_wav(seconds: float, rate: int, pitch: float) -> bytes:
-    buffer = io.BytesIO()
-    sf.write(buffer, voiced_glide(seconds, rate, pitch=pitch), rate, format="WAV", subtype="PCM_16")
-    return buffer.getvalue()
-
-
-def async_sdk(server) -> openai.AsyncOpenAI:
-    return openai.AsyncOpenAI(api_key="unused", base_url=server.base + "/v1", timeout=300, max_retries=0)
-
-
-def test_livekit_openai_stt_recognize_as_it_sends_it(server, transcriber):
-    """livekit-plugins-openai's STT.recognize(): the frames as a 16-bit WAV at their own rate named file.wav, model
-    gpt-4o-mini-transcribe, language "" when it detects the language, its prompt when set, response_format json;
-    with whisper-1 it asks for verbose_json and reports the language the answer gives."""
-    audio = pcm16_wav(1.0, 24000, 150.0)
-
-    async def recognize() -> tuple:
-        client = async_sdk(server)
-        upload = ("file.wav", audio, "audio/wav")
-        detected = await client.audio.transcriptions.create(
-            file=upload, model="gpt-4o-mini-transcribe", language="", prompt="Qwen", response_format="json"
-        )
-        whisper = await client.audio.transcriptions.create(
-            file=upload, model="whisper-1", language="en", response_format="verbose_json"
-        )
-        return detected, whisper
-
-    detected, whisper = asyncio.run(recognize())
-    assert detected.text == offline(transcriber, audio, None, "Qwen").text
-    assert (whisper.text, whisper.language) == (offline(transcriber, audio, "English").text, "english")
-
-
-def test_pipecat_openai_stt_service_as_it_sends_it(server, transcriber):
-    """pipecat's OpenAISTTService: each utterance a mono 16-bit WAV at the pipeline's rate named audio.wav, model
-    gpt-4o-transcribe, the language as its ISO 639-1 code, temperature when set; with include_prob_metrics,
-    response_format json and include logprobs. It reads the text."""
-    audio = pcm16_wav(1.0, 16000, 170.0)
-    expected = offline(transcriber, audio, "English")
-
-    async def transcribe() -> tuple:
-        client = async_sdk(server)
-        upload = ("audio.wav", audio, "audio/wav")
-        scored = await client.audio.transcriptions.create(
-            file=upload, model="gpt-4o-transcribe", language="en", response_format="json", include=["logprobs"]
-        )
-        sampled = await client.audio.transcriptions.create(
-            file=upload, model="gpt-4o-transcribe", language="en", temperature=0.7
-        )
-        return scored, sampled
-
-    scored, sampled = asyncio.run(transcribe())
-    assert scored.text == expected.text
-    stop = transcriber.model.tokens.stop
-    assert len(scored.logprobs) == len([token for token in expected.part_tokens[0] if token not in stop]) > 0
-    assert all(item.logprob <= 0 and bytes(map(int, item.bytes)) == item.token.encode() for item in scored.logprobs)
-    assert isinstance(sampled.text, str) and sampled.text != expected.text  # sampled, not greedy
-
-
 def test_streamed_logprobs_come_with_their_deltas(server, transcriber, clip):
     with server.client(timeout=300) as http:
         answer = http.post(
