@@ -198,6 +198,7 @@ def main() -> None:
             flat = asyncio.run(sessions_at_once(engine, call, args.flat_sessions, args.seconds, settings))
             windows = [window(flat, 0, 10), window(flat, 50, 70), window(flat, args.seconds - 20, args.seconds)]
             print(f"flat ({args.flat_sessions} at once): {windows}", file=sys.stderr, flush=True)
+            drafts = {"drafted": engine.rows.drafted, "confirmed": engine.rows.confirmed}
             sweep = []
             for count in args.sessions:
                 latencies = asyncio.run(sessions_at_once(engine, call, count, args.sweep_seconds, settings))
@@ -212,6 +213,8 @@ def main() -> None:
         "workload": f"{args.size} random weights, {args.quantize}, {args.tokens} tokens a pass, 2 s chunks, "
         "sessions fed at real time in 100 ms pieces from an espeak-ng call (sentences and pauses), Silero VAD",
         "flat": {"sessions": args.flat_sessions, "windows": windows},
+        # each pass's guess at its first tokens (the pass before's unfixed ones), and how many the model confirmed
+        "flat_draft_tokens": drafts,
         "sweep": sweep,
         "most_sessions_at_real_time": max((row["sessions"] for row in sweep if row["real_time"]), default=0),
         "official_against_ours": side_by_side,

@@ -50,7 +50,7 @@ def test_greedy_decoding_gives_the_official_tokens(parts, case, row):
         audio = encoder(torch.from_numpy(FEATURES[TRANSCRIBE_CASES[case][row]["audio"]].copy()))
         embedded = decoder.embed_prompt(prompt, audio, asr_token_id("<|audio_pad|>"))
     rows = GreedyRows(decoder, lambda hidden: hidden @ decoder.embed_tokens.weight.T, frozenset({END, PAD}), 1)
-    _, first = rows.join(embedded, MAX_NEW_TOKENS)
+    _, (first,) = rows.join(embedded, MAX_NEW_TOKENS)
     tokens = [first.token]
     while rows.rows:
         tokens += [emitted.token for emitted in rows.step()]
@@ -78,7 +78,7 @@ def decode(rows: GreedyRows, joins: list[tuple[float, int | None]], prompt: torc
     """Rows joined at once (temperature, seed each), decoded to the end: each row's (token, logprob) pairs."""
     got = {}
     for temperature, seed in joins:
-        row, first = rows.join(prompt, budget, temperature, seed)
+        row, (first,) = rows.join(prompt, budget, temperature, seed)
         got[row] = [(first.token, first.logprob)]
     while rows.rows:
         for emitted in rows.step():
@@ -122,3 +122,36 @@ def test_a_negative_temperature_is_refused(parts):
     with pytest.raises(ValueError, match="temperature"):
         rows.join(case_prompt(parts, ROWS[0][0]), 4, -0.5)
     assert rows.free_slots == 1
+
+
+@pytest.mark.parametrize("kind", ["right", "wrong at its fourth token", "wrong at once", "longer than the budget"])
+def test_a_draft_changes_no_token_and_gives_its_confirmed_beginning_at_once(parts, kind):
+    """A greedy row joined with a draft of its first tokens, beside a row joined without one: both give the tokens
+    decoded a step at a time, with their log probabilities; the first call gives the draft's confirmed beginning
+    and the token after it, and the rest decodes from a cache that holds exactly those."""
+    _, decoder = parts
+    prompt = case_prompt(parts, ROWS[0][0])
+
+    def rows(slots: int) -> GreedyRows:
+        return GreedyRows(decoder, lambda hidden: hidden @ decoder.embed_tokens.weight.T, frozenset({END, PAD}), slots)
+
+    (plain,) = decode(rows(1), [(0.0, None)], prompt, 12)
+    tokens = [token for token, _ in plain]
+    assert len(tokens) == 12  # the budget ends it, not a stop token: every draft below is checked in full
+    draft, confirmed = {
+        "right": (tokens[:6], 6),
+        "wrong at its fourth token": (tokens[:3] + [tokens[3] + 1] + tokens[4:6], 3),
+        "wrong at once": ([tokens[0] + 1, *tokens[1:5]], 0),
+        "longer than the budget": (tokens + [7, 8, 9], 11),  # cut to the budget less the token after it
+    }[kind]
+    both = rows(2)
+    beside, (alone,) = both.join(prompt, 12)
+    row, first = both.join(prompt, 12, draft=draft)
+    assert [emitted.token for emitted in first] == tokens[: confirmed + 1]
+    got = {row: [(emitted.token, emitted.logprob) for emitted in first], beside: [(alone.token, alone.logprob)]}
+    while both.rows:
+        for emitted in both.step():
+            got[emitted.row].append((emitted.token, emitted.logprob))
+    for pairs in got.values():
+        assert [token for token, _ in pairs] == tokens
+        assert [logprob for _, logprob in pairs] == pytest.approx([logprob for _, logprob in plain], abs=1e-4)

@@ -11,6 +11,7 @@ import itertools
 import numpy as np
 import pytest
 
+from qwen3_tts_server.model.asr.decoding import GreedyRows
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import (
     IncrementalPasses,
@@ -44,6 +45,18 @@ def streamed(transcriber, passes, wave: np.ndarray, feed: int) -> tuple[list[tup
     return seen, prefilled
 
 
+class Counted(Transcriber):
+    """The transcriber, keeping the decoding rows it makes (how much of their drafts they confirmed)."""
+
+    def __init__(self, model):
+        super().__init__(model)
+        self.made: list[GreedyRows] = []
+
+    def rows(self, slots: int) -> GreedyRows:
+        self.made.append(super().rows(slots))
+        return self.made[-1]
+
+
 def louder_later(seconds: float) -> np.ndarray:
     wave = voiced_glide(seconds, pitch=150.0)
     wave[len(wave) // 2 :] *= 1.8  # past 10.5 s: the loudest frame, and so the floor, moves up
@@ -51,21 +64,28 @@ def louder_later(seconds: float) -> np.ndarray:
 
 
 @pytest.mark.parametrize(
-    ("wave", "feed", "language", "context"),
+    ("wave", "feed", "language", "context", "confirms"),
     [
-        (louder_later(21.0), 5920, None, ""),  # 0.37 s feeds: at most one pass each
-        (np.zeros(5 * 16000, np.float32), 16000, None, ""),
-        (voiced_glide(9.3, pitch=120.0), 3001, "English", "Qwen, Wyoming"),
+        (louder_later(21.0), 5920, None, "", True),  # 0.37 s feeds: at most one pass each
+        (np.zeros(5 * 16000, np.float32), 16000, None, "", True),
+        (voiced_glide(9.3, pitch=120.0), 3001, "English", "Qwen, Wyoming", False),  # none confirmed here
     ],
     ids=["louder-later", "silence", "forced-language"],
 )
-def test_incremental_passes_give_what_recomputing_everything_gives(transcriber, wave, feed, language, context):
-    incremental = IncrementalPasses(transcriber, context, language)
+def test_incremental_passes_give_what_recomputing_everything_gives(
+    transcriber, wave, feed, language, context, confirms
+):
+    """The incremental passes also join with their drafts (the pass before's unfixed tokens): what they confirm is
+    taken from the prefill, where recomputing decodes every token a step at a time."""
+    counted = Counted(transcriber.model)
+    incremental = IncrementalPasses(counted, context, language)
     expected, _ = streamed(transcriber, RecomputedPasses(transcriber, context, language), wave, feed)
-    got, _ = streamed(transcriber, incremental, wave, feed)
+    got, _ = streamed(counted, incremental, wave, feed)
     assert len(got) == len(expected) == int(np.ceil(len(wave) / 32000))
     assert got == expected
     assert any(text for _, _, text in got) or not wave.any()
+    assert sum(rows.drafted for rows in counted.made) > 0
+    assert sum(rows.confirmed for rows in counted.made) > 0 or not confirms
 
 
 def test_a_finished_block_is_encoded_once_and_prefilled_once(transcriber):

@@ -94,7 +94,7 @@ def test_clips_decoded_side_by_side_get_what_they_get_alone(checkpoint_dirs, cli
         emitted = []
         while waiting and rows.free_slots:
             i = waiting.pop()
-            row, first = rows.join(model.embedded_prompt(args[i][0][0], args[i][2][0], args[i][1][0]), budgets[i])
+            row, (first,) = rows.join(model.embedded_prompt(args[i][0][0], args[i][2][0], args[i][1][0]), budgets[i])
             running[row], got[i] = i, []
             emitted.append(first)
         for token in emitted + rows.step():

@@ -39,7 +39,7 @@ def held_open(transcriber: Transcriber, waves: list[np.ndarray], tokens: int, co
     started = time.perf_counter()
     got: dict[int, list[int]] = {}
     for wave in waves:
-        row, first = rows.join(transcriber.embedded_prompt(wave, context), tokens)
+        row, (first,) = rows.join(transcriber.embedded_prompt(wave, context), tokens)
         got[row] = [first.token]
     joined = time.perf_counter()
     while rows.rows:

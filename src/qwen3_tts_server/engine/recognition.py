@@ -50,6 +50,7 @@ class TranscriptionJob:
     # A live pass's prompt, made on admission on the engine thread for the model it holds: the prompt after a cached
     # beginning, and that beginning (`IncrementalPasses.prepare`). None: the part's own prompt, from `wave`.
     prompt: Callable[[Transcriber], tuple[torch.Tensor, CachedPrompt]] | None = None
+    draft: tuple[int, ...] = ()  # a live pass's guess at its first tokens, kept where the model confirms it
 
     @property
     def budget(self) -> int:
@@ -174,10 +175,10 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
             prompt, after = job.prompt(model)
         else:
             prompt, after = model.embedded_prompt(job.wave, job.context, job.language), None
-        row, first = self.rows.join(prompt, job.budget, job.temperature, after=after)
+        row, first = self.rows.join(prompt, job.budget, job.temperature, after=after, draft=job.draft)
         handle.row, handle.admitted = row, time.monotonic()
         self._active[row] = handle
-        self._deliver([first])
+        self._deliver(first)
 
     def _step(self) -> None:
         started = time.perf_counter()

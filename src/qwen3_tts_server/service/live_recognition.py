@@ -266,7 +266,9 @@ class LiveSession:
                 self._passes = utterance.passes = IncrementalPasses(model, self.context, self.language)
             return self._passes.prepare(step.heard, step.prefix)
 
-        job = TranscriptionJob(step.heard, self.language, max_new_tokens=step.budget, interactive=True, prompt=prompt)
+        job = TranscriptionJob(
+            step.heard, self.language, max_new_tokens=step.budget, interactive=True, prompt=prompt, draft=step.draft
+        )
         try:
             tokens = [token.token async for token in self.engine.submit(job)]
         except TTSError as error:

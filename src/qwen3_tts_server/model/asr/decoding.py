@@ -3,10 +3,15 @@ its first token), every step adds one token to each running row, and a row leave
 budget is spent. Rows join and leave at any step; each keeps its own slot of one KV cache, its own length and
 position, so a row's tokens are the ones it gets decoded alone (docs/asr_reference.md, section g: greedy, no
 sampling settings, the stop tokens kept). A row may instead sample at a temperature, from its own seeded generator;
-every token comes with its log probability under the model's distribution."""
+every token comes with its log probability under the model's distribution.
+
+A greedy row may join with a draft of its first tokens (a live pass: what the pass before it gave after the text
+both share). The prefill runs over the draft too, and the row keeps as much of it as its own choices confirm, token
+by token, with the choice after that: the tokens it would have decoded one step at a time, several from one call."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 import torch
@@ -58,6 +63,7 @@ class GreedyRows:
         self.rows: dict[int, DecodingRow] = {}  # the running rows, by id
         self._free = list(range(slots))[::-1]
         self._next_id = 0
+        self.drafted = self.confirmed = 0  # draft tokens joined with, and of them those the rows confirmed
 
     @property
     def free_slots(self) -> int:
@@ -83,10 +89,12 @@ class GreedyRows:
         temperature: float = 0.0,
         seed: int | None = None,
         after: CachedPrompt | None = None,
-    ) -> tuple[int, Emitted]:
+        draft: Sequence[int] = (),
+    ) -> tuple[int, list[Emitted]]:
         """A row for an embedded prompt [tokens, hidden] that may add up to `budget` tokens, greedy or sampled at
-        `temperature` (from `seed`, else a random one): its id, and its first token (from the prompt's prefill).
-        With `after`, `prompt` is what follows that cached beginning."""
+        `temperature` (from `seed`, else a random one): its id, and its first tokens from the prompt's prefill (one;
+        with a greedy row's `draft`, also the draft's confirmed beginning). With `after`, `prompt` is what follows
+        that cached beginning."""
         if budget < 1:
             raise ValueError("a row's budget is at least one token")
         if temperature < 0:
@@ -105,8 +113,21 @@ class GreedyRows:
         if after is not None:
             self.cache.copy_row(after.cache, 0, slot, after.length)
             start = after.length
-        hidden = self.decoder.extend(prompt[None].to(self.dtype), self.cache, slice(slot, slot + 1), start)[:, -1]
-        return row_id, self._record(row_id, row, *self._choose(hidden, [row])[0])
+        guess = list(draft)[: budget - 1] if temperature == 0 else []
+        prompt = prompt.to(self.dtype)
+        if guess:
+            guessed = self.decoder.embed_tokens(torch.tensor(guess, device=self.device)).to(self.dtype)
+            prompt = torch.cat([prompt, guessed])
+        hidden = self.decoder.extend(prompt[None], self.cache, slice(slot, slot + 1), start)[0, -1 - len(guess) :]
+        emitted = []
+        for index, (token, logprob) in enumerate(self._choose(hidden, [row] * len(hidden))):
+            emitted.append(self._record(row_id, row, token, logprob))
+            if row.finished or index == len(guess) or token != guess[index]:
+                break
+        self.drafted, self.confirmed = self.drafted + len(guess), self.confirmed + len(emitted) - 1
+        if not row.finished:  # the cache keeps the prompt and the confirmed draft: the last choice is not in it yet
+            self.cache.cut(slot, start + len(prompt) - len(guess) + len(emitted) - 1)
+        return row_id, emitted
 
     def _record(self, row_id: int, row: DecodingRow, token: int, logprob: float) -> Emitted:
         row.tokens.append(token)

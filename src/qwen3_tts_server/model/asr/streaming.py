@@ -16,6 +16,7 @@ code does: the reference the incremental passes are tested against."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -47,28 +48,37 @@ class StreamingSettings:
 class Passes(Protocol):
     language: str | None  # forced (an official name); None: identified
 
-    def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
-        """The tokens generated for all the audio heard, the answer begun with `prefix`."""
+    def run(self, heard: np.ndarray, prefix: str, budget: int, draft: Sequence[int] = ()) -> list[int]:
+        """The tokens generated for all the audio heard, the answer begun with `prefix` (`draft`: a guess at the
+        first of them, which changes nothing but the time it takes)."""
 
 
-def text_prefix(transcriber: Transcriber, output: str, unfixed_tokens: int, final: bool) -> str:
+def cut_output(transcriber: Transcriber, output: str, unfixed_tokens: int, final: bool) -> tuple[str, list[int]]:
     """The previous output re-encoded, less its last `unfixed_tokens` tokens: more while the cut leaves a partial
-    character; at the final flush exactly that many, but at least one token kept."""
+    character; at the final flush exactly that many, but at least one token kept. That text (the next pass's
+    prefix), and the tokens cut off."""
     tokenizer = transcriber.model.tokenizer
     ids = tokenizer.encode(output)
     if final:
-        return tokenizer.decode(ids[: max(1, len(ids) - unfixed_tokens)])
+        end = max(1, len(ids) - unfixed_tokens)
+        return tokenizer.decode(ids[:end]), ids[end:]
     for end in range(len(ids) - unfixed_tokens, 0, -1):
         prefix = tokenizer.decode(ids[:end])
         if "\ufffd" not in prefix:
-            return prefix
-    return ""
+            return prefix, ids[end:]
+    return "", ids
 
 
-def decode_alone(rows: GreedyRows, prompt: torch.Tensor, after: CachedPrompt | None, budget: int) -> list[int]:
+def text_prefix(transcriber: Transcriber, output: str, unfixed_tokens: int, final: bool) -> str:
+    return cut_output(transcriber, output, unfixed_tokens, final)[0]
+
+
+def decode_alone(
+    rows: GreedyRows, prompt: torch.Tensor, after: CachedPrompt | None, budget: int, draft: Sequence[int] = ()
+) -> list[int]:
     """One row's tokens, decoded to its end."""
-    row, first = rows.join(prompt, budget, after=after)
-    tokens, finished = [first.token], first.finished
+    row, first = rows.join(prompt, budget, after=after, draft=draft)
+    tokens, finished = [emitted.token for emitted in first], first[-1].finished
     while not finished:
         (emitted,) = rows.step()
         tokens.append(emitted.token)
@@ -78,11 +88,13 @@ def decode_alone(rows: GreedyRows, prompt: torch.Tensor, after: CachedPrompt | N
 
 @dataclass(frozen=True)
 class Pass:
-    """One pass to run: all the audio heard, the text the answer begins with, the token budget."""
+    """One pass to run: all the audio heard, the text the answer begins with, the token budget, and a guess at its
+    first tokens: what the pass before gave after that text (with real speech, mostly what this one gives again)."""
 
     heard: np.ndarray
     prefix: str
     budget: int
+    draft: tuple[int, ...] = ()
 
 
 @dataclass
@@ -123,13 +135,15 @@ class LiveUtterance:
             return None
         chunk, self.pending = self.pending[:size], self.pending[size:]
         self.heard = np.concatenate([self.heard, chunk])
-        prefix = ""
+        prefix, draft = "", self.transcriber.model.tokenizer.encode(self.output)
         if self.chunks >= self.settings.unfixed_chunks:
-            prefix = text_prefix(self.transcriber, self.output, self.settings.unfixed_tokens, final)
+            prefix, draft = cut_output(self.transcriber, self.output, self.settings.unfixed_tokens, final)
         self.chunks += 1
         if len(self.heard) < MIN_SAMPLES:  # not one feature frame yet: nothing heard
             return None
-        return Pass(self.heard, prefix, self.settings.max_new_tokens or part_budget(len(self.heard)))
+        budget = self.settings.max_new_tokens or part_budget(len(self.heard))
+        # a guess as long as the part of the output the algorithm leaves unfixed: a wrong guess costs its rows
+        return Pass(self.heard, prefix, budget, tuple(draft[: self.settings.unfixed_tokens]))
 
     def passed(self, done: Pass, generated: list[int]) -> None:
         """A pass's generated tokens: the transcription so far."""
@@ -141,14 +155,14 @@ class LiveUtterance:
         self.take(samples)
         ran = 0
         while (step := self.next_pass()) is not None:
-            self.passed(step, self.passes.run(step.heard, step.prefix, step.budget))
+            self.passed(step, self.passes.run(step.heard, step.prefix, step.budget, step.draft))
             ran += 1
         return ran
 
     def finish(self) -> None:
         """The tail shorter than a chunk, if any, in a last pass."""
         while (step := self.next_pass(final=True)) is not None:
-            self.passed(step, self.passes.run(step.heard, step.prefix, step.budget))
+            self.passed(step, self.passes.run(step.heard, step.prefix, step.budget, step.draft))
 
 
 class RecomputedPasses:
@@ -157,7 +171,8 @@ class RecomputedPasses:
     def __init__(self, transcriber: Transcriber, context: str = "", language: str | None = None):
         self.transcriber, self.context, self.language = transcriber, context, language
 
-    def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
+    def run(self, heard: np.ndarray, prefix: str, budget: int, draft: Sequence[int] = ()) -> list[int]:
+        """The pass decoded a token a step, as the official code does (`draft` unused: this is the reference)."""
         model = self.transcriber.model
         audio = self.transcriber.encode(model, heard)
         ids = self.transcriber.prompt_ids(self.context, self.language, len(audio), prefix)
@@ -227,8 +242,8 @@ class IncrementalPasses:
         self.convolved_chunks = 0  # chunks convolved, since the start
         self.prefilled = 0  # prompt positions run through the decoder, since the start
 
-    def run(self, heard: np.ndarray, prefix: str, budget: int) -> list[int]:
-        return decode_alone(self.transcriber.rows(1), *self.prepare(heard, prefix), budget)
+    def run(self, heard: np.ndarray, prefix: str, budget: int, draft: Sequence[int] = ()) -> list[int]:
+        return decode_alone(self.transcriber.rows(1), *self.prepare(heard, prefix), budget, draft)
 
     @torch.inference_mode()
     def prepare(self, heard: np.ndarray, prefix: str) -> tuple[torch.Tensor, CachedPrompt]:

@@ -222,7 +222,7 @@ class Transcriber:
                 part = parts[waiting.pop()]
                 part.tokens = []
                 budget = max_new_tokens or part_budget(len(part.wave))
-                row, first = decoding.join(self.embedded_prompt(part.wave, part.context, part.language), budget)
+                row, (first,) = decoding.join(self.embedded_prompt(part.wave, part.context, part.language), budget)
                 running[row] = part
                 emitted.append(first)
             emitted += decoding.step()
