@@ -70,6 +70,7 @@ def cut_output(transcriber: Transcriber, output: str, unfixed_tokens: int, final
 
 
 def text_prefix(transcriber: Transcriber, output: str, unfixed_tokens: int, final: bool) -> str:
+    """The next pass's prefix (`cut_output`)."""
     return cut_output(transcriber, output, unfixed_tokens, final)[0]
 
 
@@ -135,9 +136,10 @@ class LiveUtterance:
             return None
         chunk, self.pending = self.pending[:size], self.pending[size:]
         self.heard = np.concatenate([self.heard, chunk])
-        prefix, draft = "", self.transcriber.model.tokenizer.encode(self.output)
         if self.chunks >= self.settings.unfixed_chunks:
             prefix, draft = cut_output(self.transcriber, self.output, self.settings.unfixed_tokens, final)
+        else:  # no prefix: the pass answers from its start, as the one before did
+            prefix, draft = "", self.transcriber.model.tokenizer.encode(self.output)
         self.chunks += 1
         if len(self.heard) < MIN_SAMPLES:  # not one feature frame yet: nothing heard
             return None
