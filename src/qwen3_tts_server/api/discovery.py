@@ -7,13 +7,18 @@ import asyncio
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
-from ..engine.registry import HostedModel
+from ..engine.registry import HostedModel, ModelRegistry
 from ..errors import TTSError
 from ..service.health import earlier_server_keys, health_report, loaded_model_id
 from ..service.routing import OPENAI_MODELS, route, short_name
 from .dependencies import ServicesDep
 
 router = APIRouter()
+
+
+def openai_speech_names(registry: ModelRegistry) -> tuple[str, ...]:
+    """OpenAI's speech model names, each routed to a hosted speech model: none in a server of recognisers alone."""
+    return OPENAI_MODELS if len(registry) else ()
 
 
 @router.get("/v1/models")
@@ -26,7 +31,7 @@ async def list_models(services: ServicesDep) -> dict:
     entries = [hosted_model_entry(hosted) for hosted in registry]
     entries += [recognizer_entry(hosted) for hosted in registry.recognizers]
     voice, library = services.voices.default_voice, services.voices.library
-    for name in OPENAI_MODELS if len(registry) else ():
+    for name in openai_speech_names(registry):
         try:
             resolved = (await asyncio.to_thread(route, registry, library, name, voice)).id
         except TTSError:  # no hosted model speaks the default voice: a request must name one
@@ -39,7 +44,7 @@ async def list_models(services: ServicesDep) -> dict:
 async def list_speech_models(services: ServicesDep) -> dict:
     """The names a speech request's `model` takes (the hosted speech models, then OpenAI's), as `{"models": [{id}]}`:
     the list Open WebUI's speech model picker reads."""
-    names = [hosted.id for hosted in services.registry] + list(OPENAI_MODELS if len(services.registry) else ())
+    names = [hosted.id for hosted in services.registry] + list(openai_speech_names(services.registry))
     return {"models": [{"id": name} for name in names]}
 
 
