@@ -1,14 +1,20 @@
-"""What the model layer gives for a live utterance run alone, pass by pass: what the engine, the sessions and the
-protocols are checked against."""
+"""What the model layer gives for a live utterance run alone, pass by pass, and what a live session gives in this
+process through the recognition engine: what the engine, the sessions and the protocols are checked against."""
 
 from __future__ import annotations
 
+import asyncio
+
 import numpy as np
 
+from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
+from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.service.live_recognition import LiveSession
 
 CHUNK = 32000  # samples: the algorithm's 2 s chunks at 16 kHz
+CLEAR = object()  # in `session_events`' feeds: the session is cleared there
 
 
 def pass_by_pass(
@@ -28,3 +34,39 @@ def pass_by_pass(
             seen.append(getattr(utterance, field))
     utterance.finish()
     return [*seen, getattr(utterance, field)]
+
+
+def session_events(
+    transcriber: Transcriber,
+    feeds: list,
+    rate: int = 16000,
+    voice_activity: VoiceActivitySettings | None = None,
+    commit: bool = True,
+    language: str | None = None,
+    streaming: StreamingSettings | None = None,
+) -> list:
+    """A live session on its own engine: each piece of `feeds` appended in turn (CLEAR: the session cleared
+    instead), a commit if asked, then closed; all its events."""
+    engine = RecognitionEngine(transcriber, max_batch_size=2).start()
+
+    async def scenario():
+        session = LiveSession(engine, rate, language, voice_activity=voice_activity, streaming=streaming)
+        await session.start()
+        for piece in feeds:
+            if piece is CLEAR:
+                session.clear()
+            else:
+                session.append(piece)
+            await asyncio.sleep(0)
+        if commit:
+            session.commit()
+        await session.close()
+        events = []
+        while (event := session.events.get_nowait()) is not None:
+            events.append(event)
+        return events
+
+    try:
+        return asyncio.run(scenario())
+    finally:
+        engine.stop()

@@ -6,12 +6,13 @@ audio waiting for passes is bounded."""
 from __future__ import annotations
 
 import asyncio
+import functools
 
 import numpy as np
 import pytest
 import soxr
 
-from live_cases import pass_by_pass
+from live_cases import CLEAR, pass_by_pass, session_events
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.errors import PendingAudioLimitError
@@ -23,7 +24,6 @@ from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 
 STREAMING = StreamingSettings(max_new_tokens=6)
-CLEAR = object()  # in `run_session`'s feeds: the session is cleared there
 
 
 @pytest.fixture(scope="module")
@@ -35,30 +35,7 @@ def alone(transcriber: Transcriber, wave: np.ndarray) -> list[str]:
     return pass_by_pass(transcriber, wave, STREAMING)
 
 
-def run_session(transcriber, feeds, rate=16000, voice_activity=None, commit=True) -> list:
-    """Feed each piece in turn (CLEAR: clear the session instead), commit if asked, close; all its events."""
-    engine = RecognitionEngine(transcriber, max_batch_size=2).start()
-
-    async def scenario():
-        session = await LiveSession(engine, rate, voice_activity=voice_activity, streaming=STREAMING).start()
-        for piece in feeds:
-            if piece is CLEAR:
-                session.clear()
-            else:
-                session.append(piece)
-            await asyncio.sleep(0)
-        if commit:
-            session.commit()
-        await session.close()
-        events = []
-        while (event := session.events.get_nowait()) is not None:
-            events.append(event)
-        return events
-
-    try:
-        return asyncio.run(scenario())
-    finally:
-        engine.stop()
+run_session = functools.partial(session_events, streaming=STREAMING)
 
 
 def test_a_partial_after_every_pass_and_a_final_after_the_tail(transcriber):

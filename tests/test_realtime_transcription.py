@@ -28,13 +28,13 @@ from pipecat.frames.frames import (
 from pipecat.services.openai.stt import OpenAIRealtimeSTTService
 from websockets.asyncio.client import connect
 
+from live_cases import session_events
 from pipecat_pipeline import Collected, running
 from qwen3_tts_server.audio.decoding import pcm_samples
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
-from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript
+from qwen3_tts_server.service.live_recognition import LiveTranscript
 from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
@@ -217,21 +217,8 @@ def test_a_session_without_intent_transcription_is_refused(server):  # noqa: F81
 
 def served_finals(model: Transcriber, data: bytes, voice_activity: VoiceActivitySettings) -> list[str]:
     """The final texts a realtime session gives for 24 kHz PCM16 `data` under server VAD, run in this process."""
-    engine = RecognitionEngine(model, max_batch_size=2).start()
-
-    async def scenario():
-        session = await LiveSession(engine, 24000, "English", voice_activity=voice_activity).start()
-        session.append(pcm_samples(data, 2, 1))
-        await session.close()
-        events = []
-        while (event := await session.events.get()) is not None:
-            events.append(event)
-        return [event.text for event in events if isinstance(event, LiveTranscript) and event.final]
-
-    try:
-        return asyncio.run(scenario())
-    finally:
-        engine.stop()
+    events = session_events(model, [pcm_samples(data, 2, 1)], 24000, voice_activity, commit=False, language="English")
+    return [event.text for event in events if isinstance(event, LiveTranscript) and event.final]
 
 
 def test_livekits_openai_stt_stream_gets_each_sentence(server, transcriber, conversation):  # noqa: F811
