@@ -1,10 +1,11 @@
 """How often each precision of the recogniser picks the token float32 picks, on the same checkpoint (0.6B by
 default) and a fixed set of clips: float32 makes a greedy reference of N tokens per clip (the end of text held
 off); each variant is then teacher forced along it (one prefill of the prompt and the reference) and agrees at a
-step when its argmax is the reference's token. Variants: bfloat16, int8 and int4 weights (QUANTIZE).
+step when its argmax is the reference's token. Variants: bfloat16, int8 and int4 weights (QUANTIZE), the quantised
+ones also with bfloat16 activations (DTYPE=bfloat16).
 
     .venv/bin/python benchmarks/asr_precision_agreement.py [--size 0.6b | --model DIR] [--clips 8] [--seconds 30]
-        [--tokens 100] [--variants bfloat16 int8 int4] [--out FILE]
+        [--tokens 100] [--variants bfloat16 int8 int4 int8-bfloat16 int4-bfloat16] [--out FILE]
 
 Prints JSON and writes benchmarks/results/asr_precision_agreement_<size>_cpu.json (or --out).
 """
@@ -34,7 +35,8 @@ def main() -> None:
     parser.add_argument("--clips", type=int, default=8)
     parser.add_argument("--seconds", type=float, default=10.0)
     parser.add_argument("--tokens", type=int, default=100)
-    parser.add_argument("--variants", nargs="+", default=["bfloat16", "int8", "int4"], choices=list(VARIANTS))
+    variants = [name for name in VARIANTS if name != "float32"]
+    parser.add_argument("--variants", nargs="+", default=variants, choices=list(VARIANTS))
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     clips = bench_clips(args.clips, args.seconds)
