@@ -1,7 +1,8 @@
 """Live sessions (service/live_recognition.py) on the tiny transcriber through the recognition engine: a partial
 after every 2 s pass and a final after the tail, the same texts the model-layer utterance gives alone; utterances
 cut by voice activity on speech spoken by espeak-ng, at 24 kHz; a session closed mid-utterance gets its final; the
-audio waiting for passes is bounded."""
+audio waiting for passes is bounded; a transcriber's live session slots are taken and given back however a
+session ends."""
 
 from __future__ import annotations
 
@@ -15,11 +16,12 @@ import soxr
 from live_cases import CLEAR, pass_by_pass, session_events
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
-from qwen3_tts_server.errors import PendingAudioLimitError
+from qwen3_tts_server.errors import LiveSessionLimitError, ModelUnavailableError, PendingAudioLimitError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import PromptHead, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.service.live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
+from qwen3_tts_server.service.live_session_slots import LiveSessionSlots
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 
@@ -99,6 +101,38 @@ def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcr
 
     try:
         assert asyncio.run(scenario()) >= 2  # the first 2 s: a partial, a final, the end
+    finally:
+        engine.stop()
+
+
+def test_live_session_slots_are_taken_at_start_and_given_back_however_a_session_ends(transcriber, monkeypatch):
+    engine = RecognitionEngine(transcriber, max_batch_size=1).start()
+    slots = LiveSessionSlots(2)
+
+    async def scenario():
+        first = await LiveSession(engine, streaming=STREAMING, slots=slots).start()
+        second = await LiveSession(engine, streaming=STREAMING, slots=slots).start()
+        with pytest.raises(LiveSessionLimitError, match="2 live sessions at once"):
+            await LiveSession(engine, streaming=STREAMING, slots=slots).start()
+        assert slots.taken == 2
+        first.append(np.zeros(16000, np.float32))
+        await first.close()  # closed after its final
+        await second.cancel()  # left at once, its worker maybe not yet running
+        assert slots.taken == 0
+        third = await LiveSession(engine, streaming=STREAMING, slots=slots).start()
+        await third.close()
+        await third.close()  # twice: given back once
+
+        async def unavailable():
+            raise ModelUnavailableError("the checkpoint is gone")
+
+        monkeypatch.setattr(engine.models, "get_async", unavailable)
+        with pytest.raises(ModelUnavailableError):
+            await LiveSession(engine, streaming=STREAMING, slots=slots).start()
+        return slots.taken
+
+    try:
+        assert asyncio.run(scenario()) == 0
     finally:
         engine.stop()
 

@@ -169,6 +169,12 @@ class Settings(BaseSettings):
     live_max_pending_seconds: float = Field(
         30.0, gt=0, description="seconds of audio a live session may have waiting for recognition; past it an error"
     )
+    live_max_sessions: int = Field(
+        0,
+        ge=0,
+        description="live sessions (WS /ws/transcribe, realtime, Wyoming) each transcriber serves at once; past it "
+        "a new one is refused (503 live_session_limit); 0: no limit",
+    )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
     data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")

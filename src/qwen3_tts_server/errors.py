@@ -169,6 +169,14 @@ class EngineBusyError(TTSError):
         self.retry_after = retry_after
 
 
+class LiveSessionLimitError(TTSError):
+    """A transcriber already serves its LIVE_MAX_SESSIONS live sessions: a new one is refused until one ends (503:
+    the sessions it serves stay at real time rather than every one falling behind)."""
+
+    status = 503
+    code = "live_session_limit"
+
+
 class EngineOutOfMemoryError(TTSError):
     """The GPU had no memory left for a request's work. A 503, not a 500: nothing is wrong with the request or the
     server, memory frees as other streams end, so a retry later (or on another replica) can succeed."""

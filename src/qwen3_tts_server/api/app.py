@@ -135,6 +135,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             settings.max_transcription_tokens,
             settings.max_transcription_bytes,
             settings.max_transcription_seconds,
+            settings.live_max_sessions,
         )
         for hosted in registry.recognizers
     }

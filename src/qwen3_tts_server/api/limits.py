@@ -9,6 +9,8 @@ that every refusal is logged and counted):
   body is in, nothing is timed, so a streamed response may take as long as it takes;
 - open WebSockets: at most MAX_WEBSOCKETS; past it a new one is accepted and closed at once with 1013 (try
   again later), which every client sees, where a refused handshake would reach browsers as a bare failure.
+- live recognition sessions: at most LIVE_MAX_SESSIONS a transcriber (`service/live_session_slots.py`); the live
+  routes close a refused one with 1013 too, after the error (`refusal_close_code`).
 
 A refusal answers with the error envelope and `Connection: close`; whatever the app then tries to send is
 dropped, and its reads see the client gone.
@@ -24,7 +26,14 @@ from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from ..config import Settings
-from ..errors import BodyTimeoutError, HeadersTooLargeError, PayloadTooLargeError, TTSError, error_response_body
+from ..errors import (
+    BodyTimeoutError,
+    HeadersTooLargeError,
+    LiveSessionLimitError,
+    PayloadTooLargeError,
+    TTSError,
+    error_response_body,
+)
 from ..http_contract import BodyDeadline
 from .context import request_context
 from .schemas import MAX_UPLOAD_BYTES, TRANSCRIPTION_PATHS
@@ -36,6 +45,12 @@ MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundarie
 MAX_HEADERS = 100  # Apache's default; browsers and SDKs send a few dozen at most
 MAX_HEADER_BYTES = 64 * 1024  # names and values together: room for large cookies and tokens
 WS_TRY_AGAIN_LATER = 1013
+
+
+def refusal_close_code(error: TTSError) -> int:
+    """The close code of a WebSocket whose session could not start: 1013 (try again later) when every live session
+    slot is taken, 1011 (the server failed) otherwise."""
+    return WS_TRY_AGAIN_LATER if isinstance(error, LiveSessionLimitError) else 1011
 
 
 def install_limits(app: FastAPI, settings: Settings) -> None:

@@ -32,6 +32,7 @@ from ..protocols import Message, WireProtocol
 from ..service.live_recognition import LiveSession, LiveTranscript
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
+from .limits import refusal_close_code
 from .realtime import accepted
 
 router = APIRouter()
@@ -104,15 +105,21 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
         await websocket.close(code=1008)
         return
     use_vad = truthy(query["use_server_vad"]) if "use_server_vad" in query else settings.live_server_vad
-    engine = services.recognition[hosted.id].engine
+    service = services.recognition[hosted.id]
     session = LiveSession(
-        engine, rate, language, "", voice_activity(settings, use_vad), settings.live_max_pending_seconds
+        service.engine,
+        rate,
+        language,
+        "",
+        voice_activity(settings, use_vad),
+        settings.live_max_pending_seconds,
+        slots=service.live_slots,
     )
     try:
         await session.start()
-    except TTSError as error:  # the model could not load
+    except TTSError as error:  # every live session slot taken, or the model could not load
         await websocket.send_json(typed_error_message(error))
-        await websocket.close(code=1011)
+        await websocket.close(code=refusal_close_code(error))
         return
     greeting = {"status": "connected", "sample_rate": rate, "format": "pcm_s16le", "use_server_vad": use_vad}
     await websocket.send_json(greeting | {"buffer_size": 2 * session.streaming.chunk_samples * rate // 16000})

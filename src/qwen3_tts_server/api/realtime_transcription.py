@@ -12,6 +12,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from ..errors import InvalidInputError, TTSError
 from ..service.realtime_transcription import RealtimeTranscription, error_event
 from .dependencies import ServicesDep
+from .limits import refusal_close_code
 from .realtime import accepted
 
 router = APIRouter()
@@ -50,9 +51,9 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
     session.options.model = websocket.query_params.get("model")
     try:
         await session.open()
-    except TTSError as error:  # no transcriber hosted, or it could not load
+    except TTSError as error:  # no transcriber hosted, every live session slot taken, or the model could not load
         await send(error_event(error))
-        await websocket.close(code=1011)
+        await websocket.close(code=refusal_close_code(error))
         return
     try:
         while (message := await websocket.receive())["type"] != "websocket.disconnect":

@@ -7,7 +7,7 @@ on, audio outside speech costs no recognition work: an utterance starts where sp
 included) and holds the audio heard until the silence that ends it is confirmed. Each pass runs in the recognition
 engine beside uploads and other sessions, admitted before uploads; a session's passes run in order, one at a time,
 and the audio waiting for them is bounded (`max_pending_seconds`, then `PendingAudioLimitError`): nothing is
-dropped."""
+dropped. A session holds one of its transcriber's slots while it runs (`live_session_slots.py`)."""
 
 from __future__ import annotations
 
@@ -26,6 +26,7 @@ from ..errors import PendingAudioLimitError, TranscriptionFailedError, TTSError
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.streaming import IncrementalPasses, LiveUtterance, Pass, PromptHead, StreamingSettings
 from ..model.asr.transcriber import Transcriber
+from .live_session_slots import LiveSessionSlots
 from .recognition import visible_text
 
 log = logging.getLogger(__name__)
@@ -84,6 +85,7 @@ class LiveSession:
         voice_activity: VoiceActivitySettings | None = None,
         max_pending_seconds: float = 30.0,
         streaming: StreamingSettings | None = None,
+        slots: LiveSessionSlots | None = None,
     ):
         self.engine, self.rate, self.language, self.context = engine, rate, language, context
         self.voice_activity = VoiceActivity(voice_activity) if voice_activity is not None else None
@@ -104,15 +106,31 @@ class LiveSession:
         self._given = 0  # audio up to here is the current utterance's (or was left out of any)
         self._ends_at: int | None = None  # where the current utterance ends, once voice activity found its end
         self._worker: asyncio.Task | None = None
+        self._slots = slots  # the transcriber's, one held from `start` until the session ends
+        self._holds_slot = False
 
     def _new_resampler(self) -> soxr.ResampleStream | None:
         return soxr.ResampleStream(self.rate, SAMPLE_RATE, 1, quality="HQ") if self.rate != SAMPLE_RATE else None
 
     async def start(self) -> LiveSession:
-        """Load the model if needed, then take audio."""
-        self._transcriber = await self.engine.models.get_async()
+        """Take one of the transcriber's session slots (LiveSessionLimitError when none is free), load the model if
+        needed, then take audio."""
+        if self._slots is not None:
+            self._slots.take()
+            self._holds_slot = True
+        try:
+            self._transcriber = await self.engine.models.get_async()
+        except BaseException:
+            self._give_back_slot()
+            raise
         self._worker = asyncio.create_task(self._work())
+        self._worker.add_done_callback(lambda _: self._give_back_slot())  # however it ends, started or not
         return self
+
+    def _give_back_slot(self) -> None:
+        if self._holds_slot and self._slots is not None:
+            self._holds_slot = False
+            self._slots.give_back()
 
     def append(self, samples: np.ndarray) -> None:
         """Queue mono float samples at the session's rate. Past `max_pending_seconds` waiting: refused, the session
@@ -142,10 +160,12 @@ class LiveSession:
         self._actions.put_nowait(("close", None))
         if self._worker is not None:
             await asyncio.shield(self._worker)
+        self._give_back_slot()
 
     async def cancel(self) -> None:
         """Stop at once (the client left): nothing more is sent."""
         await cancelled(self._worker)
+        self._give_back_slot()
 
     # -- the worker: one action at a time, in order ------------------------------------------------------------
 

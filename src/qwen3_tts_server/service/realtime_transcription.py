@@ -275,13 +275,15 @@ class RealtimeTranscription:
         await self.close()
         hosted = route_recognizer(self.registry, self.options.model)
         options = self.options
+        service = self.recognition[hosted.id]
         self.live = LiveSession(
-            self.recognition[hosted.id].engine,
+            service.engine,
             options.rate,
             resolve_language(options.language),
             options.prompt,
             options.voice_activity(),
             self.max_pending_seconds,
+            slots=service.live_slots,
         )
         await self.live.start()
         self._engine_id, self._appended = hosted.id, False

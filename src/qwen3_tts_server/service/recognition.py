@@ -30,6 +30,7 @@ from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import TimedWord, Transcriber, heard_wave
 from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
 from ..model.text_tokenizer import TextTokenizer
+from .live_session_slots import LiveSessionSlots
 
 log = logging.getLogger(__name__)
 NO_ALIGNER = (
@@ -155,8 +156,10 @@ class RecognitionService:
         max_new_tokens: int | None = None,
         max_bytes: int = MAX_TRANSCRIPTION_BYTES,
         max_seconds: float | None = None,
+        live_sessions: int = 0,
     ):
         self.engine = engine
+        self.live_slots = LiveSessionSlots(live_sessions)  # its live sessions at once (0: no limit)
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
         self.max_new_tokens = max_new_tokens  # each part's budget unless a request sets one (default: by its length)
         self.max_bytes = max_bytes  # a recording's size: its callers (the routes, Wyoming) read it within this

@@ -64,10 +64,22 @@ async def open_audio(utterance: Utterance, data: dict, write: Write, max_pending
         raise InvalidInputError(f"audio-start: {start.rate} Hz; the rate is from 8000 to 48000 Hz")
     await close_audio(utterance)  # a second audio-start: what the first held is dropped
     utterance.rate, utterance.width, utterance.channels = start.rate, start.width, start.channels
+    utterance.received, utterance.refused = 0, False
+    service = utterance.service
     session = LiveSession(
-        utterance.service.engine, start.rate, utterance.language, utterance.context, None, max_pending_seconds
+        service.engine,
+        start.rate,
+        utterance.language,
+        utterance.context,
+        None,
+        max_pending_seconds,
+        slots=service.live_slots,
     )
-    utterance.session = await session.start()
+    try:
+        utterance.session = await session.start()
+    except TTSError:  # every live session slot taken, or the model could not load: its chunks are dropped
+        utterance.refused = True
+        raise
     utterance.forwarder = asyncio.create_task(_forward(utterance, session, write))
 
 
@@ -90,11 +102,11 @@ def add_audio(utterance: Utterance, event: Event) -> None:
 async def finish_audio(utterance: Utterance) -> None:
     """`audio-stop`: the utterance's last pass, then its transcript (nothing for one whose audio was refused: its
     error was the answer)."""
-    if utterance.session is None:
-        raise InvalidInputError("audio-stop without audio-start")
     if utterance.refused:
         await close_audio(utterance)
         return
+    if utterance.session is None:
+        raise InvalidInputError("audio-stop without audio-start")
     utterance.session.commit()
     await utterance.session.close()
     if utterance.forwarder is not None:
