@@ -16,7 +16,6 @@ from ..testing.signals import voiced_glide
 
 SAMPLE_RATE = 16000
 # The precisions the benchmarks compare: name -> (activation dtype, weight quantisation)
-# name: (activations' dtype, weight quantisation)
 VARIANTS = {"float32": ("float32", None), "bfloat16": ("bfloat16", None), "int8": ("float32", "int8"),
             "int4": ("float32", "int4"), "int8-bfloat16": ("bfloat16", "int8"),
             "int4-bfloat16": ("bfloat16", "int4")}  # fmt: skip
