@@ -1,13 +1,15 @@
 """LIVE_MAX_SESSIONS on a live server (tiny models, a limit of one): while one live session runs, a new one is
 refused on every live protocol as its clients see it (`WS /ws/transcribe`: the earlier server's error frame, then
 close 1013; the realtime route: an `error` event, then close 1013; Wyoming: an `error` event, the rest of that
-audio dropped, the connection going on); once the session ends, its slot serves the next one."""
+audio dropped, the connection going on); once the session ends, its slot serves the next one. `/metrics` counts
+the open sessions."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 
+import httpx
 import pytest
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
@@ -29,7 +31,7 @@ def limited(both_families):
     port = free_port()
     asr = ("--model", str(both_families["asr"]), "--wyoming-port", str(port))
     with live_process("serve", both_families["speech"], *asr, env={**ENV, "LIVE_MAX_SESSIONS": "1"}) as live:
-        yield live.base.replace("http", "ws", 1), port
+        yield live.base, port, both_families["asr"].name
 
 
 def wyoming_utterance() -> list:
@@ -49,8 +51,9 @@ async def refused_frames(url: str) -> tuple[list[dict], int]:
 
 
 async def once_free(attempt):
-    """`attempt()`'s answer, retried while it is a refusal: a session's slot is given back just after its client
-    has seen it end (the close handshake, the transcript), so a new session may come a moment too early."""
+    """`attempt()`'s answer, retried while it says the slot is still held: a session's slot is given back just
+    after its client has seen it end (the close handshake, the transcript), so a new session may come a moment too
+    early."""
     for _ in range(50):
         answer, refused = await attempt()
         if not refused:
@@ -73,14 +76,17 @@ async def transcribed(wyoming: AsyncTcpClient) -> tuple[list, bool]:
 
 
 def test_past_the_limit_every_live_protocol_refuses_until_a_session_ends(limited):
-    ws_base, wyoming_port = limited
+    base, wyoming_port, model = limited
+    ws_base = base.replace("http", "ws", 1)
+    gauge = f'qwen3_tts_live_sessions{{model="{model}"}}'
     transcribe = f"{ws_base}/ws/transcribe?use_server_vad=false"
     realtime = f"{ws_base}/v1/realtime?intent=transcription"
 
     async def scenario():
         async with AsyncTcpClient("127.0.0.1", wyoming_port) as wyoming:
-            async with connect(transcribe) as held:
+            async with connect(transcribe) as held, httpx.AsyncClient(base_url=base) as http:
                 assert json.loads(await held.recv())["status"] == "connected"
+                open_sessions = (await http.get("/metrics")).text
                 earlier = await refused_frames(transcribe)
                 openai = await refused_frames(realtime)
                 for event in wyoming_utterance():
@@ -92,9 +98,16 @@ def test_past_the_limit_every_live_protocol_refuses_until_a_session_ends(limited
                     pass
             after = await once_free(lambda: transcribed(wyoming))  # the same connection: it went on
             greeted = await once_free(lambda: greeting(transcribe))
-            return earlier, openai, home_assistant, greeted, after
+            async with httpx.AsyncClient(base_url=base) as http:
 
-    earlier, openai, home_assistant, greeted, after = asyncio.run(scenario())
+                async def scraped() -> tuple[str, bool]:
+                    text = (await http.get("/metrics")).text
+                    return text, f"{gauge} 0.0" not in text.splitlines()
+
+                none_open = await once_free(scraped)
+            return earlier, openai, home_assistant, greeted, after, open_sessions, none_open
+
+    earlier, openai, home_assistant, greeted, after, open_sessions, none_open = asyncio.run(scenario())
     (frame,), code = earlier
     assert code == 1013 and frame["code"] == "LIVE_SESSION_LIMIT" and frame["statusCode"] == 503
     assert "1 live session at once (LIVE_MAX_SESSIONS)" in frame["message"]
@@ -104,3 +117,4 @@ def test_past_the_limit_every_live_protocol_refuses_until_a_session_ends(limited
     assert home_assistant[-1].data["code"] == "live_session_limit"
     assert greeted["status"] == "connected"
     assert [event.type for event in after][-2:] == ["transcript", "transcript-stop"]
+    assert f"{gauge} 1.0" in open_sessions.splitlines() and f"{gauge} 0.0" in none_open.splitlines()  # 0 at last

@@ -54,6 +54,7 @@ EXPECTED_METRICS = {
     "qwen3_tts_active_streams": "gauge",
     "qwen3_tts_batch_occupancy": "gauge",
     "qwen3_tts_model_state": "gauge",
+    "qwen3_tts_live_sessions": "gauge",
     "qwen3_tts_gpu_memory_allocated_bytes": "gauge",
     "qwen3_tts_gpu_memory_reserved_bytes": "gauge",
 }

@@ -93,7 +93,20 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     caches = {"voice": lambda: CacheCounts(prompt_cache.hits, prompt_cache.misses, prompt_cache.evictions)}
     if audio_cache is not None:
         caches["audio"] = lambda: CacheCounts(audio_cache.hits, audio_cache.misses, audio_cache.evictions)
-    metrics = Metrics(registry, caches)
+    recognition = {
+        hosted.id: RecognitionService(
+            hosted.recognition_engine,
+            settings.request_timeout,
+            settings.max_transcription_tokens,
+            settings.max_transcription_bytes,
+            settings.max_transcription_seconds,
+            settings.live_max_sessions,
+        )
+        for hosted in registry.recognizers
+    }
+    metrics = Metrics(
+        registry, caches, lambda: {model: service.live_slots.taken for model, service in recognition.items()}
+    )
     in_flight = InFlight()
 
     @asynccontextmanager
@@ -128,17 +141,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
 
     app = FastAPI(title="Qwen3-TTS Server", version=__version__, lifespan=lifespan, responses=failures())
     app.state.on_drain = []
-    recognition = {
-        hosted.id: RecognitionService(
-            hosted.recognition_engine,
-            settings.request_timeout,
-            settings.max_transcription_tokens,
-            settings.max_transcription_bytes,
-            settings.max_transcription_seconds,
-            settings.live_max_sessions,
-        )
-        for hosted in registry.recognizers
-    }
     app.state.services = Services(
         settings,
         registry,

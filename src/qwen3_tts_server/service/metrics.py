@@ -49,10 +49,15 @@ class RequestOutcome:
 
 
 class Metrics:
-    def __init__(self, models: ModelRegistry, caches: Mapping[str, Callable[[], CacheCounts | None]]):
+    def __init__(
+        self,
+        models: ModelRegistry,
+        caches: Mapping[str, Callable[[], CacheCounts | None]],
+        live_sessions: Callable[[], Mapping[str, int]] = dict,
+    ):
         self.registry = CollectorRegistry()
         ProcessCollector(registry=self.registry)
-        self.registry.register(_LiveState(models, caches))
+        self.registry.register(_LiveState(models, caches, live_sessions))
         r = self.registry
         self.requests = Counter(
             "qwen3_tts_requests",
@@ -134,11 +139,18 @@ class Metrics:
 
 
 class _LiveState(Collector):
-    """Gauges read at scrape time, by hosted model, and the caches' counters."""
+    """Gauges read at scrape time, by hosted model (`live_sessions`: each transcriber's open live sessions), and the
+    caches' counters."""
 
-    def __init__(self, models: ModelRegistry, caches: Mapping[str, Callable[[], CacheCounts | None]]):
+    def __init__(
+        self,
+        models: ModelRegistry,
+        caches: Mapping[str, Callable[[], CacheCounts | None]],
+        live_sessions: Callable[[], Mapping[str, int]],
+    ):
         self._models = models
         self._caches = caches
+        self._live_sessions = live_sessions
 
     def collect(self) -> Iterator:
         gauges = {
@@ -166,6 +178,14 @@ class _LiveState(Collector):
                 state.add_metric([hosted.id, candidate.value], float(hosted.manager.state is candidate))
         yield from families.values()
         yield state
+        live = GaugeMetricFamily(
+            "qwen3_tts_live_sessions",
+            "Live recognition sessions open (LIVE_MAX_SESSIONS bounds them)",
+            labels=["model"],
+        )
+        for model, count in self._live_sessions().items():
+            live.add_metric([model], count)
+        yield live
         loaded = next((model for model in (hosted.manager.loaded for hosted in self._models.every) if model), None)
         memory = gpu_memory(loaded)
         if memory is not None:
