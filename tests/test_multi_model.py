@@ -25,9 +25,15 @@ from wyoming.info import Describe, Info
 
 from parity_cases import write_reference
 from qwen3_tts_server.config import Settings
-from qwen3_tts_server.engine.model_manager import BESIDE_OTHERS_NICENESS, ModelManager
+from qwen3_tts_server.engine.model_manager import BESIDE_OTHERS_NICENESS, ModelManager, ModelState
 from qwen3_tts_server.engine.registry import Footprint, HostedModel, ModelRegistry, checkpoint_footprint
-from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError, UnknownVoiceError
+from qwen3_tts_server.errors import (
+    CheckpointError,
+    ConfigurationError,
+    InvalidInputError,
+    ModelWaitError,
+    UnknownVoiceError,
+)
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
 from qwen3_tts_server.service.routing import route
@@ -333,6 +339,41 @@ def test_a_model_loads_on_one_torch_thread_at_low_priority_while_another_is_load
     registry.get("b").manager.get()
     ours = os.getpriority(os.PRIO_PROCESS, 0)
     assert shares == {"a": (len(os.sched_getaffinity(0)), ours), "b": (1, BESIDE_OTHERS_NICENESS)}
+
+
+def test_two_models_waiting_for_room_at_once_do_not_wait_for_each_other():
+    """Under a budget for one model, two loads that ask for room at the same moment: a model waiting for room takes
+    none of it, so one of them gets the room at once (the other waits for it to be idle). Before, each counted the
+    other as loaded and both waited until MODEL_MEMORY_BUDGET's wait ran out, their requests unanswered."""
+    import threading
+
+    def waiting_load(model_id: str) -> HostedModel:
+        entry = HostedModel(model_id, model_id, ModelManager(lambda: None, warmup=None))
+        entry.footprint = Footprint(100, "codec", {"decoder": 10})
+        entry.manager.state = ModelState.LOADING  # its load has begun and asks for room
+        return entry
+
+    registry = ModelRegistry([waiting_load("a"), waiting_load("b")], budget=150, wait_seconds=3.0)
+    outcomes: dict[str, tuple[str, float]] = {}
+    both_asking = threading.Barrier(2)
+
+    def ask(model_id: str) -> None:
+        both_asking.wait()
+        started = time.monotonic()
+        try:
+            registry.make_room(model_id)
+            outcomes[model_id] = ("room", time.monotonic() - started)
+        except ModelWaitError:
+            outcomes[model_id] = ("no room", time.monotonic() - started)
+
+    threads = [threading.Thread(target=ask, args=(model_id,)) for model_id in ("a", "b")]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    (first, first_took), (second, second_took) = sorted(outcomes.values())
+    assert (first, second) == ("no room", "room")  # the one given room is still loading: never idle here
+    assert second_took < 1.0 <= first_took
 
 
 # -- bad settings, refused at start ----------------------------------------------------------------------------------

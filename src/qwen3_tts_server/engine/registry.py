@@ -137,6 +137,9 @@ class ModelRegistry:
         self.budget = budget  # bytes every loaded model may take together; None: no limit
         self.wait_seconds = wait_seconds  # how long a load waits for room before failing
         self._lock = threading.Lock()  # one budget decision at a time
+        # Models whose load waits for room: they hold none of the budget until given it (two loads asking at once
+        # would otherwise each wait for the other).
+        self._waiting_for_room: set[str] = set()
 
     @classmethod
     def single(cls, source: str, manager: ModelManager) -> ModelRegistry:
@@ -286,32 +289,44 @@ class ModelRegistry:
 
     def make_room(self, model_id: str) -> None:
         """Before model `model_id` loads: unload least recently used idle models until it fits the budget; wait for
-        one to become idle, up to `wait_seconds`, when none is. Called on the loading thread."""
+        one to become idle, up to `wait_seconds`, when none is. Loads that wait here take none of the budget, so two
+        asking at once do not wait for each other. Called on the loading thread."""
         hosted = self._any(model_id)
         if self.budget is None or hosted is None or hosted.footprint is None:
             return
         deadline = time.monotonic() + self.wait_seconds
-        while True:
+        with self._lock:
+            self._waiting_for_room.add(hosted.id)
+        try:
+            while True:
+                with self._lock:
+                    others = [
+                        other
+                        for other in self.every
+                        if other is not hosted and other.loaded and other.id not in self._waiting_for_room
+                    ]
+                    used, loaded = self._usage(others)
+                    if used + hosted.footprint.cost(loaded) <= self.budget:
+                        self._waiting_for_room.discard(hosted.id)  # given room: it counts from this decision on
+                        return
+                    idle = [o for o in others if o.manager.loaded is not None and o.attached and o.attached.idle]
+                for victim in sorted(idle, key=lambda other: other.manager.last_used):
+                    if victim.row_engine.release(RELEASE_SECONDS):
+                        log.info("unloaded %s to make room for %s (MODEL_MEMORY_BUDGET)", victim.id, hosted.id)
+                        break
+                else:
+                    if time.monotonic() >= deadline:
+                        busy = [other.attached for other in others if other.attached is not None]
+                        retry = min((engine.retry_after() for engine in busy), default=MAX_RETRY_AFTER)
+                        raise ModelWaitError(
+                            f"model {hosted.id} does not fit MODEL_MEMORY_BUDGET beside "
+                            f"{', '.join(other.id for other in others)}, all busy; retry shortly",
+                            retry,
+                        )
+                    time.sleep(0.05)
+        finally:
             with self._lock:
-                others = [other for other in self.every if other is not hosted and other.loaded]
-                used, loaded = self._usage(others)
-                if used + hosted.footprint.cost(loaded) <= self.budget:
-                    return
-                idle = [o for o in others if o.manager.loaded is not None and o.attached and o.attached.idle]
-            for victim in sorted(idle, key=lambda other: other.manager.last_used):
-                if victim.row_engine.release(RELEASE_SECONDS):
-                    log.info("unloaded %s to make room for %s (MODEL_MEMORY_BUDGET)", victim.id, hosted.id)
-                    break
-            else:
-                if time.monotonic() >= deadline:
-                    busy = [other.attached for other in others if other.attached is not None]
-                    retry = min((engine.retry_after() for engine in busy), default=MAX_RETRY_AFTER)
-                    raise ModelWaitError(
-                        f"model {hosted.id} does not fit MODEL_MEMORY_BUDGET beside "
-                        f"{', '.join(other.id for other in others)}, all busy; retry shortly",
-                        retry,
-                    )
-                time.sleep(0.05)
+                self._waiting_for_room.discard(hosted.id)
 
     @staticmethod
     def _usage(models: list[HostedModel]) -> tuple[int, set[tuple[str, str]]]:
