@@ -33,19 +33,25 @@ class Services:
     translator: Translator
 
 
-def services(connection: HTTPConnection) -> Services:
+# Async, though nothing here awaits: FastAPI runs a plain `def` dependency on a worker thread, a thread hop (and a
+# worker thread that comes and goes) per request for an attribute read.
+async def services(connection: HTTPConnection) -> Services:
     return connection.app.state.services
 
 
-def speech_service(connection: HTTPConnection) -> SpeechService:
-    return services(connection).speech
+async def speech_service(connection: HTTPConnection) -> SpeechService:
+    return connection.app.state.services.speech
 
 
-def voice_service(connection: HTTPConnection) -> VoiceService:
-    return services(connection).voices
+async def voice_service(connection: HTTPConnection) -> VoiceService:
+    return connection.app.state.services.voices
+
+
+async def current_context(connection: HTTPConnection) -> RequestContext:
+    return request_context(connection)
 
 
 ServicesDep = Annotated[Services, Depends(services)]
 SpeechServiceDep = Annotated[SpeechService, Depends(speech_service)]
 VoiceServiceDep = Annotated[VoiceService, Depends(voice_service)]
-ContextDep = Annotated[RequestContext, Depends(request_context)]
+ContextDep = Annotated[RequestContext, Depends(current_context)]
