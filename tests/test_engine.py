@@ -4,6 +4,7 @@ offline decode; cancel, queue-full, timeout and priorities behave; the event loo
 from __future__ import annotations
 
 import asyncio
+import threading
 import time
 from functools import partial
 
@@ -261,13 +262,16 @@ def test_two_cold_requests_load_once_and_idle_unload_reloads(checkpoint_dirs, mo
 
 
 def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoint_dirs, models, monkeypatch):
-    """An engine thread with no work ends after IDLE_THREAD_LINGER (its OpenMP pool with it), the model stays
-    loaded, the next job starts another thread and gets the same codes, and the idle unload comes on time."""
+    """An engine thread with no work ends after IDLE_THREAD_LINGER (its OpenMP pool with it) and gives the freed
+    memory back to the system as it goes, the model stays loaded, the next job starts another thread and gets the
+    same codes, and the idle unload comes on time."""
     import qwen3_tts_server.engine.rows as rows_module
     from qwen3_tts_server.engine.model_manager import ModelManager, ModelState
     from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
     monkeypatch.setattr(rows_module, "IDLE_THREAD_LINGER", 0.2)
+    trims: list[str] = []  # the threads that gave memory back
+    monkeypatch.setattr(rows_module, "release_free_memory", lambda: trims.append(threading.current_thread().name))
     manager = ModelManager(lambda: Qwen3TTSModel.load(checkpoint_dirs["custom_voice"]), idle_timeout=1.5)
     engine = Engine(manager).start()
     model = models["custom_voice"]
@@ -283,10 +287,12 @@ def test_an_idle_engine_thread_ends_and_its_model_still_unloads_on_time(checkpoi
         job = partial(job_for, model, REQUESTS[0], _greedy_defaults(), max_frames=3)
         first, _, _ = await collect(engine.submit(job()))
         await until(lambda: not engine.thread_alive, 1.0)
+        await until(lambda: trims == [engine.thread_name], 1.0)
         assert manager.state is ModelState.READY and engine.generator is not None
         again, _, _ = await collect(engine.submit(job()))  # a new thread, the same model and generator
         assert np.array_equal(again, first) and manager.loads == 1
         await until(lambda: not engine.thread_alive, 1.0)
+        await until(lambda: len(trims) == 2, 1.0)
         waited = await until(lambda: manager.state is ModelState.UNLOADED, 5.0)
         assert waited > 0.5 and engine.generator is None  # the timer's unload, at the idle timeout
         assert np.array_equal((await collect(engine.submit(job())))[0], first) and manager.loads == 2

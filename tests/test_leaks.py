@@ -30,6 +30,7 @@ def state(live: LiveProcess) -> dict:
     health = live.health()
     return {
         "engine": (health["queue_depth"], health["active_streams"], health["paused_streams"], health["rows_held"]),
+        "engine_thread": health["engine_thread"],
         "tasks": health["process"]["asyncio_tasks"],
         "fds": health["process"]["open_fds"],
         "threads": health["process"]["threads"],
@@ -41,12 +42,14 @@ def state(live: LiveProcess) -> dict:
 
 
 def settled(live: LiveProcess, baseline: dict, within: float = 60.0) -> dict:
-    """The server's state once its engine is idle and its tasks and descriptors are back at `baseline` (closed
-    connections take a moment to be reaped), or as it is after `within` seconds."""
+    """The server's state once its engine is idle, its engine thread has ended (it lingers a moment after the last
+    job, and its thread counts), and its tasks and descriptors are back at `baseline` (closed connections take a
+    moment to be reaped), or as it is after `within` seconds."""
     deadline = time.monotonic() + within
     while True:
         now = state(live)
-        back = now["engine"] == (0, 0, 0, 0) and now["tasks"] <= baseline["tasks"] and now["fds"] <= baseline["fds"]
+        idle = now["engine"] == (0, 0, 0, 0) and not now["engine_thread"]
+        back = idle and now["tasks"] <= baseline["tasks"] and now["fds"] <= baseline["fds"]
         if back or time.monotonic() > deadline:
             return now
         time.sleep(0.2)
@@ -94,6 +97,7 @@ def test_mixed_traffic_leaves_nothing_behind(server):
     assert first == second
     for after in (after_first, after_second):
         assert after["engine"] == (0, 0, 0, 0), "rows, queued jobs and paused streams all freed"
+        assert not after["engine_thread"], "the engine thread ended once idle"
         assert after["tasks"] == baseline["tasks"] and after["fds"] == baseline["fds"], (baseline, after)
         assert baseline["threads"] <= after["threads"] <= baseline["threads"] + POOL_THREADS, (baseline, after)
     caches = ("prompt_cache", "text_cache", "audio_cache")

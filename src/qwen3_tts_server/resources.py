@@ -16,8 +16,8 @@ def resident_memory_bytes() -> int | None:
 
 
 def release_free_memory() -> None:
-    """Hand the memory glibc's allocator holds free back to the system (`malloc_trim`): what a model load leaves in
-    the arena of the thread that loaded it stays resident otherwise. Nothing happens without glibc."""
+    """Hand the memory glibc's allocator holds free back to the system (`malloc_trim`): what a model load or a burst
+    of requests leaves free in the threads' arenas stays resident otherwise. Nothing happens without glibc."""
     try:
         trim = ctypes.CDLL(None).malloc_trim
     except (OSError, AttributeError):

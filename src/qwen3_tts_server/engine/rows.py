@@ -1,9 +1,10 @@
 """What every engine shares, synthesis (`engine.py`) and recognition (`recognition.py`) alike: one thread that owns
 a model and serves requests in the rows of a batch, continuously (rows join and leave between steps).
 
-The thread exists while there is work for it: it starts when the model loads or a job arrives, and ends once it
-has had nothing to do for `IDLE_THREAD_LINGER` seconds (a timer then unloads an idle model). An idle thread would
-keep its OpenMP pool, and beside another model's engine that pool alone slows the other's steps (`placement.py`).
+The thread exists while there is work for it: it starts when the model loads or a job arrives, and ends once it has
+had nothing to do for `IDLE_THREAD_LINGER` seconds, handing the memory its requests freed back to the system (a
+timer then unloads an idle model). An idle thread would keep its OpenMP pool, and beside another model's engine
+that pool alone slows the other's steps (`placement.py`).
 Each iteration it expires cancelled and timed-out jobs, admits waiting jobs into free rows (interactive first; at
 most `max_prefills_per_step` prefills, so a joining request holds running rows up for a bounded time), and steps
 the running rows. Results reach the event loop through `call_soon_threadsafe`; nothing here ever blocks it.
@@ -37,6 +38,7 @@ from ..errors import (
     RequestTimeoutError,
     TTSError,
 )
+from ..resources import release_free_memory
 from .jobs import RequestClock
 from .model_manager import ModelManager
 from .placement import pin_engine_thread
@@ -201,7 +203,8 @@ class RowEngine(ABC, Generic[J, H]):
         self._stopping = False
         self._accepting = False  # started (`start`): a loaded model or a job starts the thread
         self._nudged = False  # woken since the engine thread last looked (a client took audio, ...)
-        self._thread: threading.Thread | None = None
+        self._thread: threading.Thread | None = None  # the thread serving; None once it has stopped taking work
+        self._last_thread: threading.Thread | None = None  # the latest thread, which may still be ending
         self._release: threading.Event | None = None  # set once the model asked to be unloaded is (`release`)
         self._unload_timer: threading.Timer | None = None  # unloads the idle model while no thread runs
         self._placed = False  # the engine thread's placement has been logged
@@ -287,7 +290,9 @@ class RowEngine(ABC, Generic[J, H]):
 
     @property
     def thread_alive(self) -> bool:
-        return self._thread is not None
+        """Whether an engine thread exists: serving, or done with its work and not yet ended."""
+        last = self._last_thread
+        return self._thread is not None or (last is not None and last.is_alive())
 
     def _model_loaded(self) -> None:
         """On the loading thread, once the model is ready: its idle unload's timer. A job waiting for the model has
@@ -300,7 +305,7 @@ class RowEngine(ABC, Generic[J, H]):
         """Start the engine thread unless it runs, the engine is not started, or it has failed (call under _cv)."""
         if self._thread is None and self._accepting and not self._stopping and self.failure is None:
             self._cancel_unload()
-            self._thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
+            self._thread = self._last_thread = threading.Thread(target=self._run, name=self.thread_name, daemon=True)
             self._thread.start()
 
     def _arm_unload(self) -> None:
@@ -446,6 +451,10 @@ class RowEngine(ABC, Generic[J, H]):
             with torch.inference_mode():
                 if self._serve():
                     self._fail_everything(EngineStoppedError("the engine was shut down"))
+                    return
+            # Idle: what the finished requests freed goes back to the system, rather than staying resident in the
+            # allocator's arenas until the next burst (a step that reuses it then takes it again).
+            release_free_memory()
         except BaseException as exc:  # past every per-request guard: nothing can be served any more
             log.critical("the engine thread stopped", exc_info=exc)
             with self._cv:  # new requests are refused from here on

@@ -120,6 +120,7 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
         "active_streams": engine.active,
         "paused_streams": engine.paused,  # waiting for their clients to take the audio they hold
         "rows_held": engine.rows_held,
+        "engine_thread": engine.thread_alive,  # it ends after a moment without work, and starts with the next job
         "max_batch_size": engine.max_batch_size,
         "audio_cache": audio_cache_report(audio_cache),
         "voice_library": {"voices": len(library.list()), "cached_prompts": len(library.cache)},
