@@ -22,7 +22,7 @@ from in_process import make_app, run_in_app
 from qwen3_tts_server.audio.encoding import StreamEncoder, audio_format, wav_with_sizes, whole_file
 
 UNKNOWN = 0xFFFFFFFF
-FRAMES = 7  # the frame budget: random weights never end speech by themselves
+FRAMES = 7  # the frame budget: the seeded requests below run to it (random weights rarely end speech sooner)
 RATE = 24000  # the test model's
 SAMPLES_PER_FRAME = 1920  # 80 ms at 24 kHz
 
@@ -230,6 +230,10 @@ def test_the_readmes_curl_example_writes_a_wav_that_wave_reads(models, tmp_path)
 
     response = run_in_app(app, scenario)
     assert response.status_code == 200
+    # The body sets no seed, so the sampled speech may end before the frame budget: the count is the server's.
+    frames = int(response.headers["x-audio-frames"])
+    assert 0 < frames <= FRAMES
     with wave.open(io.BytesIO(response.content)) as reader:
-        assert reader.getframerate() == RATE and reader.getnframes() == FRAMES * SAMPLES_PER_FRAME
-        assert len(reader.readframes(reader.getnframes())) == 2 * FRAMES * SAMPLES_PER_FRAME
+        assert reader.getframerate() == RATE and reader.getnframes() == frames * SAMPLES_PER_FRAME
+        assert len(reader.readframes(reader.getnframes())) == 2 * frames * SAMPLES_PER_FRAME
+    assert_exact_whole_file(response.content, frames)
