@@ -53,3 +53,20 @@ def test_rows_at_different_points_decode_together(models):
         pieces[1].append(audio[1])
     assert np.abs(np.concatenate(pieces[0]) - model.decode(first[:97])).max() <= 1e-5
     assert np.abs(np.concatenate(pieces[1]) - model.decode(second[:60])).max() <= 1e-5
+
+
+def test_a_streams_audio_has_the_same_bits_alone_and_decoded_with_others(models):
+    """The engine decodes the streams whose chunks are due together: a stream's audio must not depend on which
+    (seeded speech is the same under load). On a CPU, batches of one, two and three round differently."""
+    decoder = models["custom_voice"].codec_stream
+    codes = [torch.from_numpy(random_codes(12, seed=40 + i)) for i in range(3)]
+
+    def decoded(count: int) -> torch.Tensor:
+        states = [decoder.new_state() for _ in range(count)]
+        chunks = [decoder.decode(states, torch.stack([c[start:stop] for c in codes[:count]])) for start, stop in
+                  ((0, 1), (1, 3), (3, 7), (7, 12))]  # fmt: skip
+        return torch.cat(chunks, dim=1)[0]
+
+    alone = decoded(1)
+    for count in (2, 3):
+        assert torch.equal(decoded(count), alone), f"decoded with {count - 1} others"

@@ -47,3 +47,19 @@ def test_a_missing_or_wrong_operator_leaves_every_layer_as_it_was(monkeypatch, c
     assert ("no oneDNN here" if fault == "missing" else "away from the plain layer") in prepack_linears(layers)
     assert not any(isinstance(layer, PrepackedLinear) for layer in layers.modules())
     assert "not reordered" in caplog.text
+
+
+def test_a_rows_result_is_the_same_alone_and_beside_any_others():
+    """Batch invariance: a decode step's row gets the same bits whatever else shares the step (seeded sampling
+    depends on it). oneDNN computes a lone row another way, so the layer never runs one alone."""
+    torch.manual_seed(0)
+    layer = PrepackedLinear(nn.Linear(3072, 256, bias=False))
+    rows = torch.randn(20, 3072)
+    with torch.inference_mode():
+        alone = layer(rows[:1])[0]
+        for count in range(2, 21):
+            for place in (0, count // 2, count - 1):
+                batch = torch.cat([rows[1 : 1 + place], rows[:1], rows[1 + place : count]])
+                assert torch.equal(layer(batch)[place], alone), (count, place)
+        assert layer(rows[:0]).shape == (0, 256)
+        assert layer(rows[:1].reshape(1, 1, 3072)).shape == (1, 1, 256)

@@ -6,6 +6,12 @@ they are: on the 2-core AVX2 machine of the benchmarks, 28 layers of 1024 x 3072
 sgemm and 33 ms reordered, 30 and 24 ms for one row; one such layer over 405 rows (a prompt), 27 and 22 ms. The
 results differ from sgemm's in the last bits only (another summation order).
 
+A row's result does not depend on the rows beside it: oneDNN's product gives a row the same bits in any batch of two
+rows or more, wherever the row sits in it, while a single row takes another path (its last bits differ). So one row
+is computed as two: a decode step gives a stream the same numbers alone or batched with any others, and seeded
+sampling draws the same codes (sgemm's last bits change with the row count, from 1 to 2 and again past 15, which a
+near tie between two codes turns into another code).
+
 The layer uses PyTorch's own oneDNN operators (`mkldnn._reorder_linear_weight`, `mkldnn._linear_pointwise`, what
 its compiler's CPU weight prepacking emits); where they are missing or fail a check on a small layer, the layers
 stay as they were, with one warning."""
@@ -20,6 +26,7 @@ from torch import nn
 log = logging.getLogger(__name__)
 
 ROWS_HINT = 8  # the row count the layout is tuned for; any count works
+MIN_ROWS = 2  # a single row is computed as this many (alone it would take another summation order)
 MAX_RELATIVE_ERROR = 1e-4
 
 
@@ -31,7 +38,11 @@ class PrepackedLinear(nn.Module):
         self.bias = linear.bias
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        if x.numel() != self.in_features:  # not a single row
+            return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
+        rows = x.reshape(1, self.in_features).expand(MIN_ROWS, -1).contiguous()
+        out = torch.ops.mkldnn._linear_pointwise(rows, self.packed, self.bias, "none", [], "")
+        return out[:1].reshape(*x.shape[:-1], self.out_features)
 
 
 @torch.inference_mode()

@@ -6,7 +6,7 @@ Every stage of the 12 Hz decoder is causal, so each keeps just the state its nex
   (kernel - stride samples), which the offline decode trims from the end;
 - each sliding-window attention layer keeps the keys and values of the last window - 1 frames.
 Concatenated chunks equal the offline decode of all the codes (up to float rounding, ~1e-7).
-Rows with independent histories and positions are decoded together in one batch.
+Rows with independent histories and positions are decoded together in one batch (on a GPU; one by one on a CPU).
 """
 
 from __future__ import annotations
@@ -62,7 +62,15 @@ class StreamingCodecDecoder:
 
     @torch.inference_mode()
     def decode(self, states: list[CodecStreamState], codes: torch.Tensor) -> torch.Tensor:
-        """Decode the next n frames of each stream: codes (B, n, num_quantizers) -> audio (B, n * 1920)."""
+        """Decode the next n frames of each stream: codes (B, n, num_quantizers) -> audio (B, n * 1920). A stream's
+        audio never depends on the streams decoded with it: on a CPU, where oneDNN's convolutions round a batch's
+        rows by its size (odd and even batches, a single row, differ in the last bits), each stream is decoded
+        alone; there the convolutions' arithmetic, not their launches, sets the pace, so little is lost."""
+        if codes.device.type == "cpu" and len(states) > 1:
+            return torch.cat([self._decode([state], codes[i : i + 1]) for i, state in enumerate(states)])
+        return self._decode(states, codes)
+
+    def _decode(self, states: list[CodecStreamState], codes: torch.Tensor) -> torch.Tensor:
         n = codes.shape[1]
         buffers = {key: torch.cat([s.buffers[key] for s in states]) for key in states[0].buffers}
         positions = torch.tensor([s.frames for s in states], device=codes.device)

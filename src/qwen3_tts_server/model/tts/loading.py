@@ -10,6 +10,7 @@ import torch
 from torch import nn
 
 from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint
+from ..cpu_linear import prepack_linears
 from ..device import parse_device, parse_dtype
 from ..footprint import file_digest
 from ..layers import Embedding, fuse_projections
@@ -103,6 +104,10 @@ def load_checkpoint(
     failure = quantize_talker(weights.talker, quantization) if quantization is not None else None
     if failure is not None:
         quantization = None
+    if device.type == "cpu" and dtype == torch.float32:
+        # Reordered for oneDNN, the float32 layers left compute a stream's frame step with the same bits alone or
+        # batched with any others: seeded speech does not depend on the other requests (model/cpu_linear.py).
+        prepack_linears(weights.talker)
     for table in weights.modules():
         if isinstance(table, Embedding) and table.weight.dtype != dtype:
             table.output_dtype = dtype
