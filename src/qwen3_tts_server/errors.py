@@ -104,6 +104,12 @@ class PendingAudioLimitError(InvalidInputError):
     code = "pending_audio_limit"
 
 
+class EmptyCommitError(InvalidInputError):
+    """A realtime session's commit found (almost) no audio since the last item: OpenAI's error for it."""
+
+    code = "input_audio_buffer_commit_empty"
+
+
 class UnsupportedMediaError(InvalidInputError):
     """Uploaded bytes are not audio in a format this server can decode."""
 

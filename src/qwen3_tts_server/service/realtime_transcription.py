@@ -5,14 +5,17 @@
 `updated`).
 
 Audio: `input_audio_buffer.append` with base64 PCM16 (24 kHz; any rate from 8 to 48 kHz is taken) or G.711 mu-law or
-A-law at 8 kHz; `.commit` ends the utterance (a commit with nothing appended since the last one changes nothing:
-clients that commit at their own end of speech beside server voice activity would otherwise get an error, and some
-reconnect on any error); `.clear` drops it. Turn detection `server_vad` (threshold, prefix padding, silence
-duration; `semantic_vad` is taken as `server_vad` with its defaults) emits `input_audio_buffer.speech_started`,
-`.speech_stopped` and `.committed`; `null` leaves commits to the client. Each utterance is a conversation item:
-`conversation.item.input_audio_transcription.delta` carries text the later passes keep (deltas are only ever
-appended), `.completed` the transcript and its `usage` (`{type: "duration", seconds}`), `.failed` a pass that
-failed. Bad events are `error` events; audio is accepted before any update (clients send it at once)."""
+A-law at 8 kHz; `.commit` ends the utterance with all its audio so far, speech going on at that moment going on in
+the next item at once (beside server voice activity too); less than 100 ms appended since the last item ended is
+OpenAI's `input_audio_buffer_commit_empty` error; `.clear` drops it. Turn detection `server_vad` (threshold, prefix
+padding, silence duration; `semantic_vad` is taken as `server_vad` with its defaults) emits
+`input_audio_buffer.speech_started`, `.speech_stopped` and `.committed`; `null` leaves commits to the client. A
+session that sets none has `server_vad`, except for OpenAI's realtime-only transcription models
+(`gpt-realtime-whisper`, `gpt-live-transcribe`), which have no turn detection there: the client commits. Each
+utterance is a conversation item: `conversation.item.input_audio_transcription.delta` carries text the later passes
+keep (deltas are only ever appended), `.completed` the transcript, its `usage` (`{type: "duration", seconds}`) and
+`languages` (`[{code}]`, the language heard), `.failed` a pass that failed. Bad events are `error` events; audio is
+accepted before any update (clients send it at once)."""
 
 from __future__ import annotations
 
@@ -22,16 +25,16 @@ import binascii
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from ..audio.decoding import decode_g711, pcm_samples
 from ..audio.voice_activity import VoiceActivitySettings
 from ..engine.registry import ModelRegistry
-from ..errors import InvalidInputError, TTSError
-from ..model.asr.languages import resolve_language
+from ..errors import EmptyCommitError, InvalidInputError, TTSError
+from ..model.asr.languages import language_code, resolve_language
 from ..protocols import Message, WireProtocol
-from .live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
+from .live_recognition import CommitRefused, Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
 from .recognition import RecognitionService
 from .routing import route_recognizer
 
@@ -49,7 +52,8 @@ REALTIME_TRANSCRIPTION = WireProtocol(
                 "`transcription`, `turn_detection`)", "the current form's settings; answered by `session.updated`"),
         Message("input_audio_buffer.append", "client", "`audio`: base64 PCM16 (24 kHz) or G.711 at 8 kHz",
                 "audio for the utterance under way"),
-        Message("input_audio_buffer.commit", "client", "", "ends the utterance (nothing new since the last: nothing)"),
+        Message("input_audio_buffer.commit", "client", "",
+                "ends the utterance (under 100 ms since the last: an error)"),
         Message("input_audio_buffer.clear", "client", "", "drops the utterance; answered by `.cleared`"),
         Message("transcription_session.created", "server", "`session`", "the beta form's greeting"),
         Message("transcription_session.updated", "server", "`session`", "the beta form's settings as taken"),
@@ -65,7 +69,7 @@ REALTIME_TRANSCRIPTION = WireProtocol(
         Message("conversation.item.input_audio_transcription.delta", "server", "`item_id`, `content_index`, "
                 "`delta`", "text the later passes keep, only ever appended"),
         Message("conversation.item.input_audio_transcription.completed", "server", "`item_id`, `content_index`, "
-                "`transcript`, `usage`", "the utterance's transcript"),
+                "`transcript`, `usage`, `languages`", "the utterance's transcript"),
         Message("conversation.item.input_audio_transcription.failed", "server", "`item_id`, `error`",
                 "a pass failed; the session goes on"),
         Message("error", "server", "`error`: `type`, `code`, `message`, `param`", "an event refused"),
@@ -74,6 +78,9 @@ REALTIME_TRANSCRIPTION = WireProtocol(
 BETA_FORMATS = {"pcm16": ("pcm16", 24000), "g711_ulaw": ("pcm_mulaw", 8000), "g711_alaw": ("pcm_alaw", 8000)}
 FORMAT_TYPES = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pcma": "g711_alaw"}
 SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}
+# OpenAI's transcription models served only in realtime sessions, without turn detection: the client commits
+REALTIME_ONLY_MODELS = ("gpt-realtime-whisper", "gpt-live-transcribe")
+MIN_COMMIT_SECONDS = 0.1  # less in the buffer: OpenAI's input_audio_buffer_commit_empty
 
 
 def event_id() -> str:
@@ -89,10 +96,19 @@ class TranscriptionOptions:
     model: str | None = None
     language: str | None = None  # as given: an ISO code or a name
     prompt: str = ""
-    turn_detection: dict | None = field(default_factory=lambda: dict(SERVER_VAD))
+    turn_detection_set: dict | None = None  # as the client last set it (whole and checked, `read_options`)
+    turn_detection_given: bool = False  # set at all (null included)
+
+    @property
+    def turn_detection(self) -> dict | None:
+        """As set; where never set, server_vad, or none for OpenAI's realtime-only models (as OpenAI does)."""
+        if self.turn_detection_given:
+            return self.turn_detection_set
+        realtime_only = (self.model or "").lower().startswith(REALTIME_ONLY_MODELS)
+        return None if realtime_only else dict(SERVER_VAD)
 
     def voice_activity(self) -> VoiceActivitySettings | None:
-        turn = self.turn_detection  # whole and checked (`read_options`)
+        turn = self.turn_detection
         if turn is None:
             return None
         return VoiceActivitySettings(turn["threshold"], turn["prefix_padding_ms"], turn["silence_duration_ms"])
@@ -142,7 +158,8 @@ def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> Tra
         turn = audio["turn_detection"] if "turn_detection" in audio else session["turn_detection"]
         if turn is not None and (not isinstance(turn, dict) or turn.get("type") not in ("server_vad", "semantic_vad")):
             raise _invalid("turn_detection is null or of type server_vad or semantic_vad", "session.turn_detection")
-        changed.turn_detection = None if turn is None else {**SERVER_VAD, **_vad_fields(turn)}
+        changed.turn_detection_set = None if turn is None else {**SERVER_VAD, **_vad_fields(turn)}
+        changed.turn_detection_given = True
     return changed
 
 
@@ -178,7 +195,6 @@ class RealtimeTranscription:
         self.live: LiveSession | None = None
         self._engine_id: str | None = None
         self._pump: asyncio.Task | None = None
-        self._appended = False  # audio since the last commit or clear
         self._items: dict[int, str] = {}  # utterance -> item id
         self._previous_item: str | None = None
         self._sent: dict[int, str] = {}  # utterance -> text sent in deltas
@@ -243,13 +259,11 @@ class RealtimeTranscription:
             elif kind == "input_audio_buffer.append":
                 self._append(message.get("audio"))
             elif kind == "input_audio_buffer.commit":
-                if self._appended and self.live is not None:
-                    self.live.commit()
-                    self._appended = False
+                if self.live is not None:
+                    self.live.commit(MIN_COMMIT_SECONDS)
             elif kind == "input_audio_buffer.clear":
                 if self.live is not None:
                     self.live.clear()
-                self._appended = False
                 await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
             else:
                 raise _invalid(f"unknown event type {kind!r}", "type")
@@ -286,7 +300,7 @@ class RealtimeTranscription:
             slots=service.live_slots,
         )
         await self.live.start()
-        self._engine_id, self._appended = hosted.id, False
+        self._engine_id = hosted.id
         self._items, self._sent, self._seconds = {}, {}, {}
         self._pump = asyncio.create_task(self._forward(self.live))
 
@@ -301,7 +315,6 @@ class RealtimeTranscription:
         samples = pcm_samples(data, 2, 1) if codec == "pcm16" else decode_g711(data, codec)
         if len(samples) and self.live is not None:
             self.live.append(samples)
-            self._appended = True
 
     async def _error(self, error: TTSError, client_event: str | None) -> None:
         event = error_event(error)
@@ -338,6 +351,13 @@ class RealtimeTranscription:
                 self._previous_item = item
             elif isinstance(event, LiveTranscript):
                 await self._transcribed(event)
+            elif isinstance(event, CommitRefused):
+                refusal = EmptyCommitError(
+                    "Error committing input audio buffer: buffer too small. Expected at least "
+                    f"{MIN_COMMIT_SECONDS * 1000:.0f}ms of audio, but buffer only has "
+                    f"{event.seconds * 1000:.2f}ms of audio."
+                )
+                await self._error(refusal, None)
             else:
                 await self.send(
                     {
@@ -371,5 +391,12 @@ class RealtimeTranscription:
                     "content_index": 0,
                     "transcript": event.text,
                     "usage": {"type": "duration", "seconds": round(self._seconds.get(event.utterance, 0.0), 3)},
+                    "languages": [{"code": code} for code in _codes(event.language)],
                 }
             )
+
+
+def _codes(languages: str) -> list[str]:
+    """The ISO 639 codes of the languages a transcript names ("English,Chinese"), those it knows, once each."""
+    codes = (language_code(name.strip()) for name in languages.split(","))
+    return list(dict.fromkeys(code for code in codes if code))
