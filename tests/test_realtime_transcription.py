@@ -38,9 +38,22 @@ from qwen3_tts_server.service.live_recognition import LiveTranscript
 from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
-from test_voice_activity import conversation  # noqa: F401 (a fixture)
+from test_voice_activity import audible, conversation, spoken  # noqa: F401 (a fixture)
 
 TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def short_pauses(tmp_path_factory) -> np.ndarray:
+    """Three sentences 0.4 s apart (a pause LiveKit's VAD ends speech at, server VAD at its default does not), at
+    16 kHz, with 0.5 s of silence before and 1.2 s after."""
+    folder = tmp_path_factory.mktemp("espeak")
+    pieces = [np.zeros(8000, np.float32)]
+    for text in ("Good morning.", "How can I help you today?", "Tell me what you need."):
+        wave = spoken(text, folder)
+        start, end = audible(wave)
+        pieces += [wave[int(start * 16000) : int(end * 16000) + 800], np.zeros(int(0.35 * 16000), np.float32)]
+    return np.concatenate([*pieces, np.zeros(int(0.85 * 16000), np.float32)])
 
 
 def pcm24k(wave16k: np.ndarray) -> bytes:
@@ -341,3 +354,36 @@ def test_client_commits_beside_server_vad_lose_no_speech(server, conversation): 
         assert first == pytest.approx(commit / 16000 - started[k]["audio_start_ms"] / 1000, abs=0.01)
         # the rest from the commit on, to where speech stopped (or where that was found, 500 ms of silence later)
         assert -0.01 <= rest - (stopped[k]["audio_end_ms"] / 1000 - commit / 16000) <= 0.51
+
+
+def test_livekits_realtime_whisper_stt_gets_every_sentence(server, short_pauses):  # noqa: F811
+    """livekit-plugins-openai's `STT(model="gpt-realtime-whisper", use_realtime=True)`: its session sets no turn
+    detection (none for that model, as at OpenAI) and its own VAD commits at each pause; 20 ms frames pushed in
+    real time. Every sentence is an item with its transcript, and no item is empty."""
+    data = pcm24k(short_pauses)
+    frame = 480 * 2  # bytes: 20 ms at 24 kHz
+
+    async def scenario():
+        async with livekit_http.open():
+            options = {"model": "gpt-realtime-whisper", "language": "en", "use_realtime": True}
+            stt = livekit_openai.STT(base_url=server.base + "/v1", api_key="unused", **options)
+            stream = stt.stream()
+            loop = asyncio.get_running_loop()
+            began = loop.time()
+            for index, start in enumerate(range(0, len(data), frame)):
+                await asyncio.sleep(max(0.0, began + index * 0.02 - loop.time()))
+                piece = data[start : start + frame]
+                stream.push_frame(rtc.AudioFrame(piece, 24000, 1, len(piece) // 2))
+            events = []
+            while sum(event.type == SpeechEventType.RECOGNITION_USAGE for event in events) < 3:
+                events.append(await asyncio.wait_for(stream.__anext__(), TIMEOUT))
+            stream.end_input()
+            await stream.aclose()
+            await stt.aclose()
+            return events
+
+    events = asyncio.run(scenario())
+    finals = [event for event in events if event.type == SpeechEventType.FINAL_TRANSCRIPT]
+    # a completed per commit: each of the three with its sentence's transcript (an empty one would have no final)
+    assert len(finals) == 3 and all(event.alternatives[0].text for event in finals)
+    assert len({event.request_id for event in finals}) == 3
