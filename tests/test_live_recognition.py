@@ -16,7 +16,12 @@ import soxr
 from live_cases import CLEAR, listened, pass_by_pass, session_events, transcribed
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
-from qwen3_tts_server.errors import LiveSessionLimitError, ModelUnavailableError, PendingAudioLimitError
+from qwen3_tts_server.errors import (
+    LiveSessionLimitError,
+    ModelUnavailableError,
+    PendingAudioLimitError,
+    TranscriptionFailedError,
+)
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import PromptHead, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
@@ -218,3 +223,28 @@ def test_voice_activity_and_commits_do_not_wait_for_passes(transcriber, conversa
     ]
     finals = [event for event in rest if isinstance(event, LiveTranscript) and event.final]
     assert [event.utterance for event in finals] == [0, 1] and all(event.text for event in finals)
+
+
+def test_a_transcribing_task_that_fails_ends_the_session_with_an_error(transcriber, caplog):
+    engine = RecognitionEngine(transcriber, max_batch_size=1).start()
+
+    async def broken(job):
+        raise RuntimeError("secret detail")
+        yield  # an async generator, as the engine's submit is
+
+    engine.submit = broken
+
+    async def scenario():
+        session = await LiveSession(engine, streaming=STREAMING).start()
+        session.append(np.zeros(3 * 16000, np.float32))  # a whole 2 s chunk: a pass
+        events = []
+        while (event := await asyncio.wait_for(session.events.get(), 30)) is not None:
+            events.append(event)
+        return events
+
+    try:
+        events = asyncio.run(scenario())
+    finally:
+        engine.stop()
+    assert [type(event) for event in events] == [TranscriptionFailedError]
+    assert "secret detail" not in str(events[0]) and "a live session failed" in caplog.text

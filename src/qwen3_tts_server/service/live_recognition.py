@@ -238,7 +238,8 @@ class LiveSession:
             log.exception("a live session failed")
             self._emit(TranscriptionFailedError(TRANSCRIPTION_FAILED))
         finally:
-            await cancelled(transcribing)
+            if not transcribing.done():  # (one that failed was awaited above)
+                await cancelled(transcribing)
             self.events.put_nowait(None)
 
     def _transcribing_ended(self, task: asyncio.Task) -> None:
