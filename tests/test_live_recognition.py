@@ -2,7 +2,7 @@
 after every 2 s pass and a final after the tail, the same texts the model-layer utterance gives alone; utterances
 cut by voice activity on speech spoken by espeak-ng, at 24 kHz; a session closed mid-utterance gets its final; the
 audio waiting for passes is bounded; a transcriber's live session slots are taken and given back however a
-session ends."""
+session ends; voice activity and commits never wait for passes; a failed transcribing task ends the session."""
 
 from __future__ import annotations
 

@@ -3,7 +3,9 @@ tiny transcriber, driven by the voice agents' own clients: LiveKit's `openai.STT
 per sentence) and Pipecat's `OpenAIRealtimeSTTService` (a commit at its local VAD's end of speech), each final the
 one a session gives in this process for the same audio; the current form through the openai SDK's realtime client;
 the beta form as LiveKit's earlier plugin sent it (`OpenAI-Beta: realtime=v1`, server VAD, 50 ms appends, no
-commit) on speech spoken by espeak-ng; G.711 audio; errors as error events."""
+commit) on speech spoken by espeak-ng; LiveKit's `gpt-realtime-whisper` STT, which commits at its own VAD's pauses
+with no turn detection; client commits in the middle of speech beside server VAD; G.711 audio; errors as error
+events."""
 
 from __future__ import annotations
 
