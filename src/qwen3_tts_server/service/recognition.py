@@ -239,8 +239,7 @@ class RecognitionService:
                         log.warning("part %d of %d spent its %d-token budget: its text may be cut", index + 1,
                                     len(parts), len(reader.ids))  # fmt: skip
                 ids = reader.ids
-                decoded = transcriber.model.tokenizer.decode(ids, skip_special=True)
-                outputs.append(parse_transcript(decoded, forced))
+                outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), forced))
                 part_language, text = outputs[-1]
                 if delta := reader.finish(text):
                     yield delta
