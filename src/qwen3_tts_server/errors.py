@@ -55,6 +55,13 @@ class InvalidValueError(InvalidInputError):
     code = "invalid_value"
 
 
+class UnprocessableValueError(InvalidValueError):
+    """A field failed schema validation on a route of the earlier ASR server's own, which answered it 422 (FastAPI's
+    status) where OpenAI's routes answer 400."""
+
+    status = 422
+
+
 class NotFoundError(InvalidInputError):
     """A named thing (a voice, ...) does not exist."""
 
@@ -111,9 +118,9 @@ class EmptyCommitError(InvalidInputError):
 
 
 class UnsupportedMediaError(InvalidInputError):
-    """Uploaded bytes are not audio in a format this server can decode."""
+    """Uploaded bytes are not audio in a format this server can decode: a 400, as OpenAI answers an unsupported file
+    (the earlier TTS server answered 400, the earlier ASR server 422)."""
 
-    status = 415
     code = "unsupported_media_type"
     flat_code = "INVALID_AUDIO"
 
@@ -219,11 +226,11 @@ class EngineStoppedError(TTSError):
     code = "engine_stopped"
 
 
-def invalid_value(errors: Sequence[Mapping]) -> InvalidValueError:
+def invalid_value(errors: Sequence[Mapping], kind: type[InvalidValueError] = InvalidValueError) -> InvalidValueError:
     """The first of pydantic's validation errors, naming its field (FastAPI's `body` prefix dropped)."""
     first = errors[0]
     param = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
-    return InvalidValueError(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
+    return kind(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
 
 
 def error_body(exc: TTSError) -> dict:

@@ -183,6 +183,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(transcriptions.router)
+    app.include_router(transcriptions.earlier_router)
     app.include_router(translations.router)
     app.include_router(discovery.router)
     app.include_router(operations.router)

@@ -3,12 +3,23 @@ keys beside it (`code`, `message`, `statusCode`, `context`: http_contract.error_
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from ..errors import EngineBusyError, ModelWaitError, TTSError, error_response_body, invalid_value
+from ..errors import (
+    EngineBusyError,
+    ModelWaitError,
+    TTSError,
+    UnprocessableValueError,
+    error_response_body,
+    invalid_value,
+)
 from ..http_contract import error_document
 from .context import request_context
 from .schemas import ErrorDocument
@@ -49,3 +60,19 @@ def install_error_handlers(app: FastAPI) -> None:
     @app.exception_handler(HTTPException)
     async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
         return envelope(exc.status_code, str(exc.detail), None)
+
+
+class EarlierServerRoute(APIRoute):
+    """A route only the earlier ASR server had: a request its schema refuses (a missing `file`, ...) is a 422 as
+    FastAPI answered it there, in the error envelope."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                raise invalid_value(exc.errors(), UnprocessableValueError) from None
+
+        return answer

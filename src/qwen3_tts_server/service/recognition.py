@@ -5,8 +5,9 @@ it is decoded (`TextDelta`s) before the whole transcript (`Transcript`).
 A part's text shows once its `language X<asr_text>` header is complete (at once when the language is forced),
 and never ends on half a character (each token is decoded once, `StreamDecoder`); when the part ends, what the
 official reading of its whole output adds follows (all of it for an output without the header tag). The
-transcript is that reading of each part (its repetition collapse included), so where that collapse rewrote text
-already shown, the transcript, not the deltas, is what the model said.
+transcript is that reading of each part, its repetition collapse included, and the deltas add up to it: what is
+shown is the collapse of the output so far, held back where more output could still collapse it
+(`SettledCollapse`), so a loop of the model shows once, as the transcript has it.
 """
 
 from __future__ import annotations
@@ -28,7 +29,7 @@ from ..model.asr.languages import resolve_language
 from ..model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import TimedWord, Transcriber, heard_wave
-from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
+from ..model.asr.transcript import ASR_TEXT, SettledCollapse, joined_parts, parse_transcript
 from ..model.text_tokenizer import TextTokenizer
 from .live_session_slots import LiveSessionSlots
 
@@ -48,6 +49,7 @@ class TranscriptionRequest:
     timestamps: bool = False  # word timestamps from the transcriber's ForcedAligner
     temperature: float = 0.0  # 0: greedy (the official decoding); above, sampled (each part from a random seed)
     logprobs: bool = False  # each transcript token's log probability
+    languages: tuple[str, ...] = ()  # without `language`: one is forced; several allowed (`allowed_languages`)
 
 
 @dataclass(frozen=True)
@@ -116,6 +118,7 @@ class _PartReader:
 
     def __init__(self, tokenizer: TextTokenizer, forced: bool, logprobs: bool):
         self.decoder = tokenizer.stream_decoder(skip_special=True)
+        self.collapse = SettledCollapse()
         self.forced, self.wants_logprobs = forced, logprobs
         self.ids: list[int] = []
         self.logprobs: list[TokenLogprob] = []
@@ -128,24 +131,40 @@ class _PartReader:
         piece = self.decoder.step(token.token)
         in_text = self.forced or ASR_TEXT in self.decoded
         self.decoded += piece
+        self.collapse.feed(piece)
         if self.wants_logprobs and token.finish_reason != "stop":
             item = TokenLogprob(piece, token.logprob, tuple(piece.encode()))
             (self.logprobs if in_text else self._before_tag).append(item)
-        seen = visible_text(self.decoded, self.forced)
+        seen = visible_text(self.collapse.settled, self.forced)
         if len(seen) > len(self.shown) and seen.startswith(self.shown):
             return self._delta(seen)
         return None
 
     def finish(self, text: str) -> TextDelta | None:
-        """What the official reading of the whole part adds (a part without its header tag is all text)."""
+        """What the official reading of the whole part adds (a part without its header tag is all text), with the
+        log probabilities not given yet (an empty text for tokens whose text the repetition collapse took away)."""
         if not self.forced and ASR_TEXT not in self.decoded:
             self.logprobs = self._before_tag
-        return self._delta(text) if text.startswith(self.shown) and len(text) > len(self.shown) else None
+        more = len(text) > len(self.shown)  # the text shown always begins it (`SettledCollapse`)
+        return self._delta(text) if more or self._unsent < len(self.logprobs) else None
 
     def _delta(self, seen: str) -> TextDelta:
         delta = TextDelta(seen[len(self.shown) :], tuple(self.logprobs[self._unsent :]))
         self.shown, self._unsent = seen, len(self.logprobs)
         return delta
+
+
+def allowed_languages(request: TranscriptionRequest) -> tuple[str | None, tuple[str, ...]]:
+    """(the forced language, the languages allowed): `language` forces one; so does `languages` of one. Several
+    `languages` leave the language to the model, and a part it hears in another is transcribed again, the first
+    listed forced (the model forces one language, or none; its header names the language before any text, so the
+    part is sent again before any of its text is shown)."""
+    language = resolve_language(request.language)
+    named = (resolve_language(value, param="languages") for value in request.languages)
+    allowed = tuple(dict.fromkeys(name for name in named if name))
+    if language or len(allowed) < 2:
+        return language or (allowed[0] if allowed else None), ()
+    return None, allowed
 
 
 class RecognitionService:
@@ -177,7 +196,7 @@ class RecognitionService:
     ) -> AsyncGenerator[TextDelta | TranscriptSegment | Transcript, None]:
         """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
         settings raise before anything is queued; closing the iterator cancels every part still decoding."""
-        language = resolve_language(request.language)
+        language, allowed = allowed_languages(request)
         wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
         if self.max_seconds is not None and len(wave) > self.max_seconds * SAMPLE_RATE:
             raise InvalidInputError(
@@ -191,23 +210,36 @@ class RecognitionService:
                 raise InvalidInputError(NO_ALIGNER, param="timestamp_granularities")
             transcriber.splitter.prepare(language or "")  # Korean without its word list: refused before any work
         parts = split_long_audio(wave, SAMPLE_RATE, MAX_SECONDS_WITH_TIMESTAMPS if request.timestamps else MAX_SECONDS)
-        streams = self._submit(parts, language, request)
+        clock = RequestClock(self.request_timeout)
+        streams = self._submit(parts, language, request, clock)
         try:
             outputs: list[tuple[str, str]] = []
             segments: list[TranscriptSegment] = []
             cut_parts: list[int] = []
             logprobs: list[TokenLogprob] = []
-            for index, (stream, (part, offset)) in enumerate(zip(streams, parts, strict=True)):
+            for index, (part, offset) in enumerate(parts):
+                forced, checked = language, not allowed  # the part's forced language; its header checked
                 reader = _PartReader(transcriber.model.tokenizer, bool(language), request.logprobs)
-                async for token in stream:
-                    if delta := reader.add(token):
+                async for token in _tokens(streams, index):
+                    delta = reader.add(token)
+                    if not checked and ASR_TEXT in reader.decoded:
+                        checked, heard = True, parse_transcript(reader.decoded)[0]
+                        if heard and heard not in allowed:
+                            log.info("part %d was heard in %s, not in %s: transcribed in %s", index + 1, heard,
+                                     ", ".join(allowed), allowed[0])  # fmt: skip
+                            streams[index].cancel()
+                            forced = allowed[0]
+                            streams[index] = self._submit([(part, offset)], forced, request, clock, True)[0]
+                            reader = _PartReader(transcriber.model.tokenizer, True, request.logprobs)
+                            continue
+                    if delta:
                         yield delta
                     if token.finish_reason == "length":
                         cut_parts.append(index + 1)
                         log.warning("part %d of %d spent its %d-token budget: its text may be cut", index + 1,
                                     len(parts), len(reader.ids))  # fmt: skip
                 ids = reader.ids
-                outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
+                outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), forced))
                 part_language, text = outputs[-1]
                 if delta := reader.finish(text):
                     yield delta
@@ -252,9 +284,15 @@ class RecognitionService:
         return tuple(TimedWord(word.text, min(word.start, last), min(word.end, last)) for word in words)
 
     def _submit(
-        self, parts: list[tuple[np.ndarray, float]], language: str | None, request: TranscriptionRequest
+        self,
+        parts: list[tuple[np.ndarray, float]],
+        language: str | None,
+        request: TranscriptionRequest,
+        clock: RequestClock,
+        again: bool = False,
     ) -> list[TokenStream]:
-        """Every part queued at once, in order, under one clock: a full queue refuses the request whole."""
+        """Every part queued at once, in order, under one clock: a full queue refuses the request whole. A part sent
+        `again` is a continuation: admitted first, never refused."""
         jobs = [
             TranscriptionJob(
                 part,
@@ -263,7 +301,17 @@ class RecognitionService:
                 request.max_new_tokens or self.max_new_tokens,
                 request.temperature,
                 interactive=request.interactive,
+                continuation=again,
             )
             for part, _ in parts
         ]
-        return cast(list[TokenStream], self.engine.submit_in_order(jobs, RequestClock(self.request_timeout)))
+        return cast(list[TokenStream], self.engine.submit_in_order(jobs, clock))
+
+
+async def _tokens(streams: list[TokenStream], index: int) -> AsyncGenerator[DecodedToken, None]:
+    """A part's tokens, from the stream in `streams[index]` when each is asked for (a part sent again replaces it)."""
+    while True:
+        try:
+            yield await anext(streams[index])
+        except StopAsyncIteration:
+            return
