@@ -5,18 +5,22 @@ stays within a bound (a few KB that decode to hours once grew it by gigabytes)."
 
 from __future__ import annotations
 
+import asyncio
 import io
 import struct
 from pathlib import Path
 
 import httpx
 import numpy as np
+import openai
 import pytest
 import soundfile as sf
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from audio_files import encode_with_pyav
+from qwen3_tts_server.api.limits import MULTIPART_OVERHEAD
+from qwen3_tts_server.config import MAX_TRANSCRIPTION_BYTES
 from qwen3_tts_server.service.recognition import MAX_CONTEXT_TOKENS
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
@@ -123,6 +127,24 @@ def test_a_recording_past_the_duration_limit_is_refused_naming_it(server):
             assert (
                 f"lasts more than {MAX_SECONDS} s; this server transcribes at most {MAX_SECONDS} s" in error["message"]
             )
+
+
+def test_async_clients_read_the_413_of_a_recording_over_the_limit(server):
+    """A body past the transcription routes' limit (25 MiB and the form's 64 KiB) is refused on its Content-Length;
+    clients that write it whole before they read the answer still read the 413."""
+    recording = b"\0" * (MAX_TRANSCRIPTION_BYTES + MULTIPART_OVERHEAD + 1)
+
+    async def scenario() -> tuple[httpx.Response, openai.APIStatusError]:
+        async with httpx.AsyncClient(base_url=server.base, timeout=120) as client:
+            raw = await client.post(ROUTES[0], files={"file": ("big.wav", recording)})
+        sdk = openai.AsyncOpenAI(api_key="unused", base_url=server.base + "/v1", max_retries=0, timeout=120)
+        with pytest.raises(openai.APIStatusError) as refused:
+            await sdk.audio.transcriptions.create(model="whisper-1", file=("big.wav", recording))
+        return raw, refused.value
+
+    raw, refused = asyncio.run(scenario())
+    assert raw.status_code == 413 and raw.json()["error"]["code"] == "payload_too_large"
+    assert refused.status_code == 413 and refused.code == "payload_too_large"
 
 
 @settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

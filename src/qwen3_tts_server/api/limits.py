@@ -12,7 +12,9 @@ that every refusal is logged and counted):
 - live recognition sessions: at most LIVE_MAX_SESSIONS a transcriber (`service/live_session_slots.py`); the live
   routes close a refused one with 1013 too, after the error (`refusal_close_code`).
 
-A refusal answers with the error envelope and `Connection: close`; whatever the app then tries to send is
+A refusal answers at once with the error envelope and `Connection: close`, and closes once what the client still
+sends of its body is read and dropped (up to twice the limit): a client that reads only once it has written its
+body whole would otherwise find the connection reset under its answer. Whatever the app then tries to send is
 dropped, and its reads see the client gone.
 """
 
@@ -45,7 +47,7 @@ MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundarie
 MAX_HEADERS = 100  # Apache's default; browsers and SDKs send a few dozen at most
 MAX_HEADER_BYTES = 64 * 1024  # names and values together: room for large cookies and tokens
 WS_TRY_AGAIN_LATER = 1013
-DRAIN_WAIT = 0.5  # seconds a refused body's next piece is waited for before the connection is closed anyway
+DRAIN_WAIT = 1.0  # seconds a refused body's next piece is waited for before the connection is closed anyway
 
 
 def refusal_close_code(error: TTSError) -> int:
@@ -170,11 +172,11 @@ class GuardedRequest:
         return {"type": "http.disconnect"}
 
     async def _drain(self) -> None:
-        """Read and drop the rest of the body, at most `max_bytes` more while it keeps coming (each read within
-        DRAIN_WAIT). A client that writes its whole body before it reads the answer (httpx.AsyncClient, the
+        """Read and drop the rest of the body while it keeps coming (each piece within DRAIN_WAIT), up to twice
+        the limit in all. A client that writes its whole body before it reads the answer (httpx.AsyncClient, the
         openai SDK's async client) would otherwise see the connection reset by the close, its answer unread."""
-        drained = 0
-        while not self.body_done and drained <= self.max_bytes:
+        drained = self.received
+        while not self.body_done and drained <= 2 * self.max_bytes:
             try:
                 message = await asyncio.wait_for(self._receive(), DRAIN_WAIT)
             except asyncio.TimeoutError:
