@@ -48,7 +48,7 @@ MAX_CONTEXT_CHARACTERS = 16 * MAX_CONTEXT_TOKENS
 def check_context(transcriber: Transcriber, context: str, param: str = "prompt") -> None:
     """Refuse a context longer than MAX_CONTEXT_TOKENS tokens, or one holding the model's audio placeholder (which
     would take an audio row's place), naming the field it came in (`param`)."""
-    limit = f"the model's context takes at most {MAX_CONTEXT_TOKENS} tokens"
+    limit = f"the model's context takes at most {MAX_CONTEXT_TOKENS} tokens and {MAX_CONTEXT_CHARACTERS} characters"
     if len(context) > MAX_CONTEXT_CHARACTERS:
         raise InvalidInputError(f"{param} is {len(context)} characters long; {limit}", param=param)
     tokens = transcriber.model.tokenizer.encode(context) if context else []
