@@ -389,3 +389,33 @@ def test_livekits_realtime_whisper_stt_gets_every_sentence(server, short_pauses)
     # a completed per commit: each of the three with its sentence's transcript (an empty one would have no final)
     assert len(finals) == 3 and all(event.alternatives[0].text for event in finals)
     assert len({event.request_id for event in finals}) == 3
+
+
+def test_a_prompt_past_the_context_bound_is_refused_and_the_session_goes_on(server):  # noqa: F811
+    """The same bound as the HTTP routes' `prompt`: an error event naming the field, the session as it was."""
+    audio = base64.b64encode(pcm24k(voiced_glide(1.0, 16000, pitch=140.0))).decode()
+
+    def update(prompt: str) -> str:
+        session = {"type": "transcription", "audio": {"input": {"transcription": {"prompt": prompt}}}}
+        return json.dumps({"type": "session.update", "session": session})
+
+    async def scenario():
+        url = server.base.replace("http", "ws", 1) + "/v1/realtime?intent=transcription"
+        async with connect(url) as ws:
+            received = [json.loads(await ws.recv())]
+            for event in (update("Qwen " * 20_000), update("<|audio_pad|>"), update("Qwen")):
+                await ws.send(event)
+            await ws.send(json.dumps({"type": "input_audio_buffer.append", "audio": audio}))
+            await ws.send(json.dumps({"type": "input_audio_buffer.commit"}))
+            while received[-1]["type"] != "conversation.item.input_audio_transcription.completed":
+                received.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+            return received
+
+    events = asyncio.run(scenario())
+    long, placeholder = (event["error"] for event in events if event["type"] == "error")
+    for error in (long, placeholder):
+        assert error["param"] == "session.audio.input.transcription.prompt", error
+    assert "characters long; the model's context takes at most 1024 tokens" in long["message"]
+    assert "audio placeholder" in placeholder["message"]
+    (updated,) = (event for event in events if event["type"] == "session.updated")
+    assert updated["session"]["audio"]["input"]["transcription"]["prompt"] == "Qwen"

@@ -209,7 +209,8 @@ def test_the_size_and_duration_limits_are_settings(both_families, clip):
     assert body.status_code == 413 and "the request body is larger than" in body.json()["error"]["message"]
     assert long.status_code == 400, long.text
     error = long.json()["error"]
-    assert error["param"] == "file" and "lasts 1.2 s; this server transcribes at most 1 s" in error["message"]
+    assert error["param"] == "file" and error["code"] == "audio_too_long"
+    assert "lasts more than 1 s; this server transcribes at most 1 s (MAX_TRANSCRIPTION_SECONDS)" in error["message"]
 
 
 UPLOADS = {  # OpenAI's listed extensions (mpeg and mpga are MP3, mp4 and m4a AAC in MP4) and telephony WAV

@@ -6,6 +6,15 @@ from collections.abc import Mapping, Sequence
 
 from .http_contract import error_document, error_object
 
+ECHO_LIMIT = 100  # characters of a client's value an error message repeats
+
+
+def shown(value: object, limit: int = ECHO_LIMIT) -> str:
+    """A client's value as an error message repeats it: its repr, cut to `limit` characters (a megabyte sent in a
+    field is not sent back)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
+
 
 class TTSError(Exception):
     """Base class: a message meant for the user, never a traceback. `flat_code` is the name the earlier server's
@@ -60,6 +69,12 @@ class UnprocessableValueError(InvalidValueError):
     status) where OpenAI's routes answer 400."""
 
     status = 422
+
+
+class AudioTooLongError(InvalidInputError):
+    """Audio lasts longer than its limit (found while decoding it: the rest is never decoded)."""
+
+    code = "audio_too_long"
 
 
 class NotFoundError(InvalidInputError):
@@ -204,6 +219,12 @@ class RequestTimeoutError(TTSError):
     status = 504
     code = "timeout"
     flat_code = "SYNTHESIS_TIMEOUT"
+
+
+class TranscriptionTimeoutError(RequestTimeoutError):
+    """A transcription ran past its time limit and was stopped."""
+
+    flat_code = "TRANSCRIPTION_TIMEOUT"
 
 
 class SynthesisFailedError(TTSError):

@@ -4,6 +4,7 @@ keys beside it (`code`, `message`, `statusCode`, `context`: http_contract.error_
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from http import HTTPStatus
 from typing import Any
 
 from fastapi import FastAPI, Request, Response
@@ -58,8 +59,14 @@ def install_error_handlers(app: FastAPI) -> None:
         return await tts_error(request, invalid_value(exc.errors()))
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return envelope(exc.status_code, str(exc.detail), None)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        """What the framework itself refuses (no such route, a method it does not take): the status's name as the
+        code (`not_found`, `method_not_allowed`), as every other error has one."""
+        code = HTTPStatus(exc.status_code).name.lower()
+        request_context(request).error_type = code
+        response = envelope(exc.status_code, str(exc.detail), code)
+        response.headers.update(exc.headers or {})
+        return response
 
 
 class EarlierServerRoute(APIRoute):

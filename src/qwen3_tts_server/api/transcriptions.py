@@ -25,7 +25,7 @@ from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ..engine.registry import HostedModel
-from ..errors import InvalidInputError, TTSError, error_body, error_response_body
+from ..errors import InvalidInputError, TTSError, error_body, error_response_body, shown
 from ..model.asr.languages import language_code
 from ..model.asr.transcriber import TimedWord
 from ..service.recognition import (
@@ -184,7 +184,7 @@ async def earlier_subtitles(
     under the SUBTITLE_* settings. Its mistakes are not kept: the words are found (it found none with the
     official package), cues keep the transcript's punctuation, and lines of Chinese and Japanese are broken too."""
     if mode not in SUBTITLE_MODES:
-        raise InvalidInputError(f"mode is accurate (the aligner's times) or fast, not {mode!r}", param="mode")
+        raise InvalidInputError(f"mode is accurate (the aligner's times) or fast, not {shown(mode)}", param="mode")
     hosted = route_recognizer(services.registry, model)
     if mode == "accurate":
         _need_aligner(hosted, "mode", "mode accurate", " (or ask for mode fast, the words timed by their length)")
@@ -265,7 +265,7 @@ def check_options(
         raise InvalidInputError(f"response_format diarized_json: {NO_DIARIZATION}", param="response_format")
     if response_format not in RESPONSE_FORMATS:
         raise InvalidInputError(
-            f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {response_format!r}",
+            f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {shown(response_format)}",
             param="response_format",
         )
     unknown = [value for value in granularities if value not in ("word", "segment")]

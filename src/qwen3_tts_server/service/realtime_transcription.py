@@ -35,7 +35,7 @@ from ..errors import EmptyCommitError, InvalidInputError, TTSError
 from ..model.asr.languages import language_code, resolve_language
 from ..protocols import Message, WireProtocol
 from .live_recognition import CommitRefused, Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
-from .recognition import RecognitionService
+from .recognition import RecognitionService, check_context
 from .routing import route_recognizer
 
 SendEvent = Callable[[dict], Awaitable[None]]
@@ -276,6 +276,8 @@ class RealtimeTranscription:
         except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong kind
             raise _invalid(f"session: {exc}", "session") from None
         hosted = route_recognizer(self.registry, options.model)
+        if options.prompt != self.options.prompt:
+            await self._check_prompt(options.prompt, hosted.id)
         self.options = options
         if hosted.id != self._engine_id or self.live is None or self.live.rate != options.rate:
             await self._restart()
@@ -283,6 +285,13 @@ class RealtimeTranscription:
             language = resolve_language(options.language)
             self.live.configure(language, options.prompt, options.voice_activity())
         await self.send({"type": self._kind("updated"), "event_id": event_id(), "session": self.session_object()})
+
+    async def _check_prompt(self, prompt: Any, engine_id: str) -> None:
+        """The transcription prompt checked as the HTTP routes check theirs: refused whole, the session unchanged."""
+        param = f"session.{'input_audio_transcription' if self.beta else 'audio.input.transcription'}.prompt"
+        if not isinstance(prompt, str):
+            raise _invalid("prompt is a string", param)
+        check_context(await self.recognition[engine_id].engine.models.get_async(), prompt, param)
 
     async def _restart(self) -> None:
         """A live session for the current options (the previous one, if any, ends; what it held is dropped)."""

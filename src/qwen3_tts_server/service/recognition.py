@@ -21,7 +21,7 @@ from typing import cast
 
 import numpy as np
 
-from ..config import MAX_TRANSCRIPTION_BYTES
+from ..config import MAX_TRANSCRIPTION_BYTES, MAX_TRANSCRIPTION_SECONDS
 from ..engine.jobs import RequestClock
 from ..engine.recognition import DecodedToken, RecognitionEngine, TokenStream, TranscriptionJob
 from ..errors import InvalidInputError
@@ -37,6 +37,27 @@ log = logging.getLogger(__name__)
 NO_ALIGNER = (
     "word timestamps need a ForcedAligner hosted beside the transcriber (MODELS=...,Qwen/Qwen3-ForcedAligner-0.6B)"
 )
+
+
+# The model's context (a request's `prompt`: names, terms, the topic) is prefilled whole before the audio, at a
+# cost that grows with its square: room for a long glossary, far from what would take the server's memory. Past
+# MAX_CONTEXT_CHARACTERS (16 a token; English text has about 4) it is refused before it is tokenized.
+MAX_CONTEXT_TOKENS = 1024
+MAX_CONTEXT_CHARACTERS = 16 * MAX_CONTEXT_TOKENS
+
+
+def check_context(transcriber: Transcriber, context: str, param: str = "prompt") -> None:
+    """Refuse a context longer than MAX_CONTEXT_TOKENS tokens, or one holding the model's audio placeholder (which
+    would take an audio row's place), naming the field it came in (`param`)."""
+    limit = f"the model's context takes at most {MAX_CONTEXT_TOKENS} tokens and {MAX_CONTEXT_CHARACTERS} characters"
+    if len(context) > MAX_CONTEXT_CHARACTERS:
+        raise InvalidInputError(f"{param} is {len(context)} characters long; {limit}", param=param)
+    tokens = transcriber.model.tokenizer.encode(context) if context else []
+    if len(tokens) > MAX_CONTEXT_TOKENS:
+        raise InvalidInputError(f"{param} is {len(tokens)} tokens long; {limit}", param=param)
+    if (placeholder := transcriber.model.tokens.audio_pad) in tokens:
+        text = transcriber.model.tokenizer.decode([placeholder])
+        raise InvalidInputError(f"{param} holds {text}, the model's audio placeholder", param=param)
 
 
 @dataclass(frozen=True)
@@ -174,7 +195,7 @@ class RecognitionService:
         request_timeout: float | None = None,
         max_new_tokens: int | None = None,
         max_bytes: int = MAX_TRANSCRIPTION_BYTES,
-        max_seconds: float | None = None,
+        max_seconds: float = MAX_TRANSCRIPTION_SECONDS,
         live_sessions: int = 0,
     ):
         self.engine = engine
@@ -182,7 +203,7 @@ class RecognitionService:
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
         self.max_new_tokens = max_new_tokens  # each part's budget unless a request sets one (default: by its length)
         self.max_bytes = max_bytes  # a recording's size: its callers (the routes, Wyoming) read it within this
-        self.max_seconds = max_seconds  # a recording's duration; None: any
+        self.max_seconds = max_seconds  # a recording's longest duration
         self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
     async def transcribe(self, request: TranscriptionRequest) -> Transcript:
@@ -197,14 +218,10 @@ class RecognitionService:
         """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
         settings raise before anything is queued; closing the iterator cancels every part still decoding."""
         language, allowed = allowed_languages(request)
-        wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
-        if self.max_seconds is not None and len(wave) > self.max_seconds * SAMPLE_RATE:
-            raise InvalidInputError(
-                f"the file lasts {len(wave) / SAMPLE_RATE:.1f} s; this server transcribes at most "
-                f"{self.max_seconds:g} s (MAX_TRANSCRIPTION_SECONDS)",
-                param="file",
-            )
+        too_long = f"this server transcribes at most {self.max_seconds:g} s (MAX_TRANSCRIPTION_SECONDS)"
+        wave = await asyncio.to_thread(heard_wave, request.audio, "the file", "file", self.max_seconds, too_long)
         transcriber: Transcriber = await self.engine.models.get_async()
+        check_context(transcriber, request.prompt)
         if request.timestamps:
             if transcriber.aligner is None:
                 raise InvalidInputError(NO_ALIGNER, param="timestamp_granularities")

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.registry import HostedModel, ModelRegistry
-from ..errors import InvalidInputError, NotFoundError, UnknownVoiceError
+from ..errors import InvalidInputError, NotFoundError, UnknownVoiceError, shown
 from .voice_library import VoiceLibrary, voice_key
 from .voices import OPENAI_VOICES, accepted_names, preset_voices
 
@@ -113,7 +113,8 @@ def route(
         types = {hosted.config.model_type if hosted.config else None for hosted in registry}
         if len(types) == 1:
             return registry.default  # its own answer: the voices it accepts
-        message = f"no hosted model speaks voice {voice!r} ({SPEAKS[need.kind]}); hosted: {describe_hosted(registry)}"
+        listing = describe_hosted(registry)
+        message = f"no hosted model speaks voice {shown(voice)} ({SPEAKS[need.kind]}); hosted: {listing}"
         if need.kind == "preset":
             speakers = registry.speakers()
             valid = accepted_names(speakers, library) if library is not None else list(preset_voices(speakers))
