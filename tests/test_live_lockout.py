@@ -2,7 +2,8 @@
 LIVE_IDLE_TIMEOUT=2): a client that drops its connection mid-stream gives its slot back at once, the audio it had
 queued never transcribed; a client that sends nothing is closed after the idle timeout with its protocol's error
 and close 1001 (`WS /ws/transcribe` and the realtime route), its slot serving the next, while one that keeps sending,
-even silence, is not."""
+even silence, is not; a Wyoming utterance whose audio stops before its audio-stop is dropped with an error, the
+connection going on."""
 
 from __future__ import annotations
 
@@ -15,11 +16,15 @@ import httpx
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
+from wyoming.asr import Transcribe
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.client import AsyncTcpClient
 
-from qwen3_tts_server.testing.live_server import live_process
+from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
-from test_live_session_limit import greeting, once_free
+from test_live_session_limit import greeting, once_free, transcribed
 from test_transcription_api import ENV
+from test_wyoming import read_until
 
 TIMEOUT = 60
 IDLE = 2.0  # LIVE_IDLE_TIMEOUT
@@ -29,8 +34,10 @@ AUDIO = (voiced_glide(25.0, pitch=150.0) * 32767).astype("<i2").tobytes()  # 16 
 @pytest.fixture(scope="module")
 def one_slot(both_families):
     env = {**ENV, "LIVE_MAX_SESSIONS": "1", "LIVE_IDLE_TIMEOUT": str(IDLE)}
-    with live_process("serve", both_families["speech"], "--model", str(both_families["asr"]), env=env) as live:
-        yield live.base, both_families["asr"].name
+    port = free_port()
+    asr = ("--model", str(both_families["asr"]), "--wyoming-port", str(port))
+    with live_process("serve", both_families["speech"], *asr, env=env) as live:
+        yield live.base, both_families["asr"].name, port
 
 
 async def closing_frames(ws: ClientConnection) -> tuple[list[dict], int]:
@@ -44,7 +51,7 @@ async def closing_frames(ws: ClientConnection) -> tuple[list[dict], int]:
 
 
 def test_a_client_that_drops_mid_stream_gives_its_slot_back_and_its_audio_is_dropped(one_slot):
-    base, model = one_slot
+    base, model, _ = one_slot
     url = base.replace("http", "ws", 1) + "/ws/transcribe?use_server_vad=false"
     steps = re.compile(rf'^qwen3_tts_engine_step_seconds_count\{{model="{model}"\}} (\S+)$', re.MULTILINE)
 
@@ -87,7 +94,7 @@ def test_a_client_that_drops_mid_stream_gives_its_slot_back_and_its_audio_is_dro
 
 
 def test_a_silent_client_is_closed_when_idle_and_a_sending_one_is_not(one_slot):
-    base, _ = one_slot
+    base, *_ = one_slot
     ws_base = base.replace("http", "ws", 1)
     transcribe = f"{ws_base}/ws/transcribe?use_server_vad=false"
 
@@ -137,3 +144,24 @@ def test_a_silent_client_is_closed_when_idle_and_a_sending_one_is_not(one_slot):
     assert final == {"text": final["text"], "is_partial": False, "is_final": True}
     (event,), code = realtime
     assert code == 1001 and event["type"] == "error" and event["error"]["code"] == "idle_timeout"
+
+
+def test_a_wyoming_utterance_whose_audio_stops_is_dropped_and_its_slot_given_back(one_slot):
+    *_, port = one_slot
+    chunk = AudioChunk(rate=16000, width=2, channels=1, audio=bytes(3200)).event()
+
+    async def scenario():
+        async with AsyncTcpClient("127.0.0.1", port) as wyoming:
+            for event in (Transcribe().event(), AudioStart(rate=16000, width=2, channels=1).event(), chunk):
+                await wyoming.write_event(event)
+            started = time.monotonic()
+            dropped = await read_until(wyoming, "error")
+            waited = time.monotonic() - started
+            await wyoming.write_event(AudioStop().event())  # ends nothing: its error was the answer
+            after = await once_free(lambda: transcribed(wyoming))  # the same connection, the slot given back
+        return dropped, waited, after
+
+    dropped, waited, after = asyncio.run(scenario())
+    assert [event.type for event in dropped] == ["error"] and dropped[0].data["code"] == "idle_timeout"
+    assert IDLE <= waited < IDLE + 5
+    assert [event.type for event in after][-2:] == ["transcript", "transcript-stop"]

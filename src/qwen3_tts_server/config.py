@@ -179,7 +179,8 @@ class Settings(BaseSettings):
         60.0,
         ge=0,
         description="seconds a live WebSocket (WS /ws/transcribe, realtime transcription) may go without a message "
-        "from its client or to it; then a 408 idle_timeout error and close 1001, its session slot given back; 0: never",
+        "from its client or to it, and a Wyoming utterance without audio before its audio-stop; then a 408 "
+        "idle_timeout error (and close 1001), its session slot given back; 0: never",
     )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")

@@ -174,8 +174,8 @@ class EngineBusyError(TTSError):
 
 
 class IdleTimeoutError(InvalidInputError):
-    """A live WebSocket session went LIVE_IDLE_TIMEOUT seconds without a message either way: it is closed, its
-    slot given back."""
+    """A live session went LIVE_IDLE_TIMEOUT seconds without a message either way (Wyoming: without audio before
+    its audio-stop): it ends, its slot given back."""
 
     status = 408
     code = "idle_timeout"
