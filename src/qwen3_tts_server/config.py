@@ -181,6 +181,13 @@ class Settings(BaseSettings):
         description="live sessions (WS /ws/transcribe, realtime, Wyoming) each transcriber serves at once; past it "
         "a new one is refused (503 live_session_limit); 0: no limit",
     )
+    live_idle_timeout: float = Field(
+        60.0,
+        ge=0,
+        description="seconds a live WebSocket (WS /ws/transcribe, realtime transcription) may go without a message "
+        "from its client or to it, and a Wyoming utterance without audio before its audio-stop; then a 408 "
+        "idle_timeout error (and close 1001), its session slot given back; 0: never",
+    )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")
     data_dir: Path | None = Field(None, description="voice library (default ~/.local/share/qwen3-tts-server)")

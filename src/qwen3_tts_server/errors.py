@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from .http_contract import error_document, error_object
 
@@ -197,6 +201,14 @@ class EngineBusyError(TTSError):
         self.retry_after = retry_after
 
 
+class IdleTimeoutError(InvalidInputError):
+    """A live session went LIVE_IDLE_TIMEOUT seconds without a message either way (Wyoming: without audio before
+    its audio-stop): it ends, its slot given back."""
+
+    status = 408
+    code = "idle_timeout"
+
+
 class LiveSessionLimitError(TTSError):
     """A transcriber already serves its LIVE_MAX_SESSIONS live sessions: a new one is refused until one ends (503:
     the sessions it serves stay at real time rather than every one falling behind)."""
@@ -252,6 +264,21 @@ def invalid_value(errors: Sequence[Mapping], kind: type[InvalidValueError] = Inv
     first = errors[0]
     param = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
     return kind(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
+
+
+Fields = TypeVar("Fields", bound=BaseModel)
+
+
+def checked(model: type[Fields], value: object, where: str = "") -> Fields:
+    """A message's object `value` (at `where`, e.g. `session.turn_detection`) validated as `model`; else an
+    InvalidValueError naming its first bad field and, shortened, the value given."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join([*filter(None, [where]), *(str(part) for part in first["loc"])])
+        shown = reprlib.repr(first["input"])
+        raise InvalidValueError(f"{param or 'message'}: {first['msg']}, not {shown}", param or None) from None
 
 
 def error_body(exc: TTSError) -> dict:

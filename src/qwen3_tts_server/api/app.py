@@ -126,6 +126,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
                         settings.max_pending_text,
                         recognition,
                         settings.live_max_pending_seconds,
+                        settings.live_idle_timeout,
                     )
                     host = settings.wyoming_host or settings.host
                     server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)

@@ -26,12 +26,14 @@ import json
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..audio.decoding import decode_g711, pcm_samples
 from ..audio.voice_activity import VoiceActivitySettings
 from ..engine.registry import ModelRegistry
-from ..errors import EmptyCommitError, InvalidInputError, TTSError
+from ..errors import EmptyCommitError, InvalidInputError, TTSError, checked
 from ..model.asr.languages import language_code, resolve_language
 from ..protocols import Message, WireProtocol
 from .live_recognition import CommitRefused, Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
@@ -81,6 +83,7 @@ SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, 
 # OpenAI's transcription models served only in realtime sessions, without turn detection: the client commits
 REALTIME_ONLY_MODELS = ("gpt-realtime-whisper", "gpt-live-transcribe")
 MIN_COMMIT_SECONDS = 0.1  # less in the buffer: OpenAI's input_audio_buffer_commit_empty
+SERVER_VAD_KINDS = {"threshold": float, "prefix_padding_ms": int, "silence_duration_ms": int}
 
 
 def event_id() -> str:
@@ -125,6 +128,32 @@ def _invalid(message: str, param: str) -> InvalidInputError:
     return InvalidInputError(message, param=param)
 
 
+class _Fields(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # clients send settings this server has no use for
+
+
+class _Format(_Fields):
+    type: Literal["audio/pcm", "audio/pcmu", "audio/pcma"]
+    rate: Annotated[int, Field(ge=8000, le=48000)] | None = None
+
+
+class _Transcription(_Fields):
+    model: StrictStr | None = None
+    language: StrictStr | None = None
+    prompt: StrictStr | None = None
+
+
+# strict: a number, not a string or a boolean; finite, and bounded (what a padding holds is kept in memory)
+_Milliseconds = Annotated[float, Field(strict=True, ge=0, le=60000, allow_inf_nan=False)]
+
+
+class _TurnDetection(_Fields):
+    type: Literal["server_vad", "semantic_vad"]
+    threshold: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
+    prefix_padding_ms: _Milliseconds | None = None
+    silence_duration_ms: _Milliseconds | None = None
+
+
 def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> TranscriptionOptions:
     """The options after an update's `session` object (only the keys it sets change), checked."""
     if not isinstance(session, dict):
@@ -136,45 +165,34 @@ def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> Tra
         raise _invalid("this server serves transcription sessions: session.type is 'transcription'", "session.type")
     format_ = audio.get("format", session.get("input_audio_format"))
     if isinstance(format_, dict):  # {"type": "audio/pcm", "rate": 24000}
-        kind = FORMAT_TYPES.get(str(format_.get("type")))
-        if kind is None:
-            raise _invalid(f"format type is one of {', '.join(FORMAT_TYPES)}", "session.audio.input.format.type")
-        changed.audio_format, changed.rate = kind, int(format_.get("rate") or BETA_FORMATS[kind][1])
-        if not 8000 <= changed.rate <= 48000:
-            raise _invalid("format rate is from 8000 to 48000 Hz", "session.audio.input.format.rate")
+        given = checked(_Format, format_, "session.audio.input.format")
+        kind = FORMAT_TYPES[given.type]
+        changed.audio_format, changed.rate = kind, given.rate or BETA_FORMATS[kind][1]
     elif format_ is not None:
-        if format_ not in BETA_FORMATS:
+        if not isinstance(format_, str) or format_ not in BETA_FORMATS:
             raise _invalid(f"input_audio_format is one of {', '.join(BETA_FORMATS)}", "session.input_audio_format")
         changed.audio_format, changed.rate = format_, BETA_FORMATS[format_][1]
     transcription = audio.get("transcription", session.get("input_audio_transcription"))
-    if isinstance(transcription, dict):
-        changed.model = transcription.get("model") or changed.model
-        if "language" in transcription:
-            changed.language = transcription["language"] or None
+    if transcription is not None:
+        fields = checked(_Transcription, transcription, "session.input_audio_transcription")
+        changed.model = fields.model or changed.model
+        if "language" in fields.model_fields_set:
+            changed.language = fields.language or None
             resolve_language(changed.language, "session.input_audio_transcription.language")
-        if "prompt" in transcription:
-            changed.prompt = transcription["prompt"] or ""
+        if "prompt" in fields.model_fields_set:
+            changed.prompt = fields.prompt or ""
     if "turn_detection" in audio or "turn_detection" in session:
         turn = audio["turn_detection"] if "turn_detection" in audio else session["turn_detection"]
-        if turn is not None and (not isinstance(turn, dict) or turn.get("type") not in ("server_vad", "semantic_vad")):
-            raise _invalid("turn_detection is null or of type server_vad or semantic_vad", "session.turn_detection")
-        changed.turn_detection_set = None if turn is None else {**SERVER_VAD, **_vad_fields(turn)}
+        if turn is None:
+            changed.turn_detection_set = None
+        else:  # semantic_vad is taken as server_vad, with the defaults for what it does not set
+            fields = checked(_TurnDetection, turn, "session.turn_detection")
+            given = fields.model_dump(exclude={"type"}, exclude_none=True)
+            changed.turn_detection_set = SERVER_VAD | {
+                key: SERVER_VAD_KINDS[key](value) for key, value in given.items()
+            }
         changed.turn_detection_given = True
     return changed
-
-
-def _vad_fields(turn: dict) -> dict:
-    """The server_vad fields a turn detection sets (semantic_vad has none of them: the defaults), checked."""
-    fields = {}
-    for key, kind in (("threshold", float), ("prefix_padding_ms", int), ("silence_duration_ms", int)):
-        if key in turn:
-            value = turn[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise _invalid(f"turn_detection.{key} is a number, not {value!r}", f"session.turn_detection.{key}")
-            fields[key] = kind(value)
-    if not 0 < fields.get("threshold", 0.5) < 1:
-        raise _invalid("turn_detection.threshold is between 0 and 1", "session.turn_detection.threshold")
-    return fields
 
 
 class RealtimeTranscription:
@@ -246,7 +264,7 @@ class RealtimeTranscription:
     async def handle(self, text: str) -> None:
         try:
             message = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, nested too deep, or an integer of too many digits
             await self._error(_invalid("a client event is a JSON object", "event"), None)
             return
         if not isinstance(message, dict):
