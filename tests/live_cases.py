@@ -11,7 +11,7 @@ from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import LiveSession
+from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript
 
 CHUNK = 32000  # samples: the algorithm's 2 s chunks at 16 kHz
 CLEAR = object()  # in `session_events`' feeds: the session is cleared there
@@ -70,3 +70,13 @@ def session_events(
         return asyncio.run(scenario())
     finally:
         engine.stop()
+
+
+def listened(events: list) -> list:
+    """A session's events from its listening task (speech boundaries, commits), in their order."""
+    return [event for event in events if not isinstance(event, LiveTranscript)]
+
+
+def transcribed(events: list) -> list:
+    """A session's transcripts (from its transcribing task), in their order."""
+    return [event for event in events if isinstance(event, LiveTranscript)]

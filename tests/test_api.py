@@ -140,6 +140,22 @@ def test_errors_use_the_openai_envelope(api, body, status, param, message):
     assert error["param"] == param and message in error["message"]
 
 
+def test_framework_errors_have_a_code_and_long_values_are_not_echoed_whole(api):
+    async def scenario(_, http):
+        long_voice = {"model": "tts-1", "voice": "z" * 100_000, "input": "Hi."}
+        return (
+            await http.get("/v1/nothing-here"),
+            await http.get("/v1/audio/speech"),
+            await http.post("/v1/audio/speech", json=long_voice),
+        )
+
+    missing, wrong_method, long_voice = api(scenario)
+    assert (missing.status_code, missing.json()["error"]["code"]) == (404, "not_found")
+    assert (wrong_method.status_code, wrong_method.json()["error"]["code"]) == (405, "method_not_allowed")
+    assert wrong_method.headers["allow"] == "POST"
+    assert long_voice.status_code == 400 and len(long_voice.json()["error"]["message"]) < 1000, long_voice.text[:300]
+
+
 def test_sdk_raises_typed_errors(api):
     async def scenario(client, _):
         with pytest.raises(openai.BadRequestError) as info:

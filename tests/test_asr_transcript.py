@@ -8,10 +8,17 @@ import json
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from asr_cases import ASR_FIXTURE_DIR, MERGE_CASES, PARSE_CASES, SPLIT_CASES, TRANSCRIBE_CASES, TRANSCRIBERS, split_wave
 from qwen3_tts_server.model.asr.long_audio import split_long_audio
-from qwen3_tts_server.model.asr.transcript import collapse_repetitions, merge_languages, parse_transcript
+from qwen3_tts_server.model.asr.transcript import (
+    SettledCollapse,
+    collapse_repetitions,
+    merge_languages,
+    parse_transcript,
+)
 
 ORACLE = json.loads((ASR_FIXTURE_DIR / "oracle.json").read_text(encoding="utf-8"))
 
@@ -34,6 +41,42 @@ def test_repetitions_collapse_as_the_official_quirks_have_it():
     assert collapse_repetitions("x" * 20 + "y" * 20) == "x" + "y" * 20  # 20 units from where the scan looks
     assert collapse_repetitions("ab" * 19 + "c" * 3) == "ab" * 19 + "ccc"
     assert collapse_repetitions("ab" * 20 + "c" * 40) == "abc"
+
+
+# Outputs as a looping model writes them: pieces of text, some repeated past the collapse's threshold or just short
+# of it, cut into tokens of 1 to 5 characters.
+LOOPING = st.lists(
+    st.tuples(st.text("ab c.", min_size=1, max_size=4), st.integers(1, 45)) | st.tuples(st.text("abxy .", max_size=30)),
+    min_size=1,
+    max_size=8,
+).map(lambda pieces: "".join(piece[0] * (piece[1] if len(piece) > 1 else 1) for piece in pieces))
+
+
+@settings(max_examples=300, deadline=None)
+@given(LOOPING, st.lists(st.integers(1, 5), min_size=1))
+def test_the_settled_collapse_is_never_taken_back(output, cuts):
+    """What is settled as the output is decoded only grows, and always begins the whole output's collapse."""
+    final = collapse_repetitions(output.strip())
+    reader, shown, start = SettledCollapse(), "", 0
+    while start < len(output):
+        size = cuts[start % len(cuts)]
+        reader.feed(output[start : start + size])
+        start += size
+        settled = reader.settled
+        assert final.startswith(settled) and settled.startswith(shown), (output[:start], settled, final)
+        shown = settled
+
+
+def test_ordinary_text_settles_as_it_comes_and_a_loop_shows_once():
+    reader = SettledCollapse()
+    for piece in ("language English<asr_text>", "Hello", " world", ".", " Say"):
+        reader.feed(piece)
+    assert reader.settled == "language English<asr_text>Hello world. Say"
+    for _ in range(19):  # a unit twice is held past its first: it may become a loop
+        reader.feed(" no")
+    assert reader.settled == "language English<asr_text>Hello world. Say no"
+    reader.feed(" no" * 30 + " more")  # 49 in all: collapsed
+    assert reader.settled == "language English<asr_text>Hello world. Say no more"
 
 
 def test_languages_merge_as_the_official_helper_merges_them():

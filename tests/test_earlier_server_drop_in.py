@@ -168,7 +168,7 @@ def test_the_clone_route_takes_the_earlier_field_file_and_answers_a_whole_wav(mo
     assert (not_audio.json()["code"], not_audio.json()["error"]["param"], not_audio.status_code) == (
         "INVALID_AUDIO",
         "file",
-        415,
+        400,
     )
 
 

@@ -11,6 +11,7 @@ from collections.abc import Iterator
 from urllib.parse import urlsplit
 
 import httpx
+import openai
 import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
@@ -217,6 +218,27 @@ def test_chunked_body_over_the_limit_is_refused_once_past_it(server):
     assert response.status_code == 413
     assert_envelope(response.json(), "payload_too_large")
     assert sent < 16 * MAX_BODY_BYTES, "the server stopped reading soon after the limit"
+
+
+@pytest.mark.parametrize("over", [1, MAX_BODY_BYTES])
+def test_async_clients_read_the_413_of_a_body_over_the_limit(server, over):
+    """httpx.AsyncClient and the openai SDK's async client write the whole body before they read the answer: the
+    server reads what they send of it and drops it, so they get the 413, not a connection reset."""
+    body = speech_body(MAX_BODY_BYTES + over)
+
+    async def scenario() -> tuple[httpx.Response, openai.APIStatusError]:
+        async with httpx.AsyncClient(base_url=server.base, timeout=TIMEOUT) as client:
+            raw = await client.post(SPEECH, content=body, headers={"Content-Type": "application/json"})
+        sdk = openai.AsyncOpenAI(api_key="unused", base_url=server.base + "/v1", max_retries=0, timeout=TIMEOUT)
+        with pytest.raises(openai.APIStatusError) as refused:
+            pad = {"pad": "x" * len(body)}
+            await sdk.audio.speech.create(model="tts-1", voice="alloy", input="Hi.", extra_body=pad)
+        return raw, refused.value
+
+    raw, refused = asyncio.run(scenario())
+    assert raw.status_code == 413 and raw.headers["connection"] == "close"
+    assert_envelope(raw.json(), "payload_too_large")
+    assert refused.status_code == 413 and refused.code == "payload_too_large"
 
 
 def test_body_at_the_limit_is_read(server):

@@ -2,7 +2,7 @@
 after every 2 s pass and a final after the tail, the same texts the model-layer utterance gives alone; utterances
 cut by voice activity on speech spoken by espeak-ng, at 24 kHz; a session closed mid-utterance gets its final; the
 audio waiting for passes is bounded; a transcriber's live session slots are taken and given back however a
-session ends."""
+session ends; voice activity and commits never wait for passes; a failed transcribing task ends the session."""
 
 from __future__ import annotations
 
@@ -13,10 +13,15 @@ import numpy as np
 import pytest
 import soxr
 
-from live_cases import CLEAR, pass_by_pass, session_events
+from live_cases import CLEAR, listened, pass_by_pass, session_events, transcribed
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
-from qwen3_tts_server.errors import LiveSessionLimitError, ModelUnavailableError, PendingAudioLimitError
+from qwen3_tts_server.errors import (
+    LiveSessionLimitError,
+    ModelUnavailableError,
+    PendingAudioLimitError,
+    TranscriptionFailedError,
+)
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import PromptHead, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
@@ -42,17 +47,20 @@ run_session = functools.partial(session_events, streaming=STREAMING)
 
 def test_a_partial_after_every_pass_and_a_final_after_the_tail(transcriber):
     wave = voiced_glide(7.0, pitch=130.0)
-    *events, committed, final = run_session(transcriber, [wave[i : i + 4000] for i in range(0, len(wave), 4000)])
-    assert committed == Committed(0, 7.0)  # before the tail's pass
-    assert all(isinstance(event, LiveTranscript) for event in [*events, final])
-    assert [(event.utterance, event.final) for event in [*events, final]] == [(0, False)] * 3 + [(0, True)]
-    assert [event.text for event in [*events, final]] == alone(transcriber, wave)
+    events = run_session(transcriber, [wave[i : i + 4000] for i in range(0, len(wave), 4000)])
+    # committed as soon as the commit is heard, whatever passes are still to run; the final after it, last
+    (committed,) = [event for event in events if not isinstance(event, LiveTranscript)]
+    events.remove(committed)
+    assert committed == Committed(0, 7.0)
+    assert [(event.utterance, event.final) for event in events] == [(0, False)] * 3 + [(0, True)]
+    assert [event.text for event in events] == alone(transcriber, wave)
 
 
 def test_a_session_closed_mid_utterance_gets_its_final(transcriber):
     wave = voiced_glide(3.1, pitch=170.0)
     events = run_session(transcriber, [wave], commit=False)
-    assert [getattr(event, "final", "committed") for event in events] == [False, "committed", True]
+    # committed when the close is heard, before the pass of its first 2 s has given its partial
+    assert [getattr(event, "final", "committed") for event in events] == ["committed", False, True]
     assert events[-1].text == alone(transcriber, wave)[-1]
 
 
@@ -80,12 +88,14 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation, mon
     partials = [event.utterance for event in events if isinstance(event, LiveTranscript) and not event.final]
     assert partials == [0]
     stopped = next(event for event in events if getattr(event, "kind", "") == "stopped")
-    assert events[events.index(stopped) :][:3] == [stopped, Committed(0, pytest.approx(3.4, abs=0.2)), finals[0]]
+    committed = next(event for event in events if isinstance(event, Committed))
+    assert listened(events)[1:3] == [stopped, Committed(0, pytest.approx(3.4, abs=0.2))]
+    assert events.index(stopped) < events.index(committed) < events.index(finals[0])
 
 
 def test_a_commit_without_an_utterance_gives_a_final_of_no_text(transcriber):
     events = run_session(transcriber, [], commit=True)
-    assert events == [LiveTranscript(0, "", "", final=True)]
+    assert events == [Committed(0, 0.0), LiveTranscript(0, "", "", final=True)]
 
 
 def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcriber):
@@ -159,8 +169,82 @@ def test_an_utterance_keeps_its_whole_padding_in_whatever_pieces_it_comes(transc
     whole = run_session(transcriber, [wave], voice_activity=settings, commit=False)
     pieces = [wave[i : i + 320] for i in range(0, len(wave), 320)]
     pieces = run_session(transcriber, pieces, voice_activity=settings, commit=False)
-    assert pieces == whole
+    # the same events in each task's order (the listening task's and the transcribing one's interleave as they may)
+    assert listened(pieces) == listened(whole) and transcribed(pieces) == transcribed(whole)
     started, stopped = (event for event in whole if isinstance(event, SpeechBoundary))
     (committed,) = (event for event in whole if isinstance(event, Committed))
     assert started.seconds == pytest.approx(3 + spans[0][0] - padding / 1000, abs=0.1)
     assert committed.seconds == pytest.approx(stopped.seconds - started.seconds, abs=1e-3)
+
+
+def test_voice_activity_and_commits_do_not_wait_for_passes(transcriber, conversation):  # noqa: F811
+    """Every pass held in the engine: both sentences still start, stop and are committed as their audio is heard,
+    before any transcript; once the passes run, each final follows."""
+    wave, _ = conversation
+    engine = RecognitionEngine(transcriber, max_batch_size=2).start()
+    submit, gate = engine.submit, None
+
+    async def held(job):
+        await gate.wait()
+        async for token in submit(job):
+            yield token
+
+    engine.submit = held
+
+    async def scenario():
+        nonlocal gate
+        gate = asyncio.Event()
+        session = await LiveSession(engine, voice_activity=VoiceActivitySettings(), streaming=STREAMING).start()
+        for start in range(0, len(wave), 1600):  # 100 ms pieces
+            session.append(wave[start : start + 1600])
+            await asyncio.sleep(0)
+        heard = []
+        while len(heard) < 6:
+            heard.append(await asyncio.wait_for(session.events.get(), 30))
+        gate.set()
+        await session.close()
+        rest = []
+        while (event := session.events.get_nowait()) is not None:
+            rest.append(event)
+        return heard, rest
+
+    try:
+        heard, rest = asyncio.run(scenario())
+    finally:
+        engine.stop()
+    kinds = [(type(event).__name__, event.utterance, getattr(event, "kind", None)) for event in heard]
+    assert kinds == [
+        ("SpeechBoundary", 0, "started"),
+        ("SpeechBoundary", 0, "stopped"),
+        ("Committed", 0, None),
+        ("SpeechBoundary", 1, "started"),
+        ("SpeechBoundary", 1, "stopped"),
+        ("Committed", 1, None),
+    ]
+    finals = [event for event in rest if isinstance(event, LiveTranscript) and event.final]
+    assert [event.utterance for event in finals] == [0, 1] and all(event.text for event in finals)
+
+
+def test_a_transcribing_task_that_fails_ends_the_session_with_an_error(transcriber, caplog):
+    engine = RecognitionEngine(transcriber, max_batch_size=1).start()
+
+    async def broken(job):
+        raise RuntimeError("secret detail")
+        yield  # an async generator, as the engine's submit is
+
+    engine.submit = broken
+
+    async def scenario():
+        session = await LiveSession(engine, streaming=STREAMING).start()
+        session.append(np.zeros(3 * 16000, np.float32))  # a whole 2 s chunk: a pass
+        events = []
+        while (event := await asyncio.wait_for(session.events.get(), 30)) is not None:
+            events.append(event)
+        return events
+
+    try:
+        events = asyncio.run(scenario())
+    finally:
+        engine.stop()
+    assert [type(event) for event in events] == [TranscriptionFailedError]
+    assert "secret detail" not in str(events[0]) and "a live session failed" in caplog.text

@@ -36,7 +36,7 @@ from qwen3_tts_server.errors import (
 )
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
-from qwen3_tts_server.service.routing import route
+from qwen3_tts_server.service.routing import route, route_recognizer
 from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
 from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
@@ -316,6 +316,21 @@ def test_openai_model_names_pick_the_smallest_or_largest_that_speaks_the_voice(t
         route(registry, library, None, "nobody")
     with pytest.raises(InvalidInputError, match="voices described in words"):
         route(registry, library, None, "nobody", instructions="A deep voice.")
+
+
+def test_openai_transcription_names_pick_the_smallest_or_largest_transcriber():
+    def recognizer(model_id: str, own: int) -> HostedModel:
+        entry = HostedModel(model_id, model_id, ModelManager(lambda: None, warmup=None))
+        entry.footprint = Footprint(own, "asr", {})
+        return entry
+
+    large, small = recognizer("asr-large", 900), recognizer("asr-small", 100)
+    registry = ModelRegistry([], recognizers=[small, large])
+    assert route_recognizer(registry, "gpt-4o-mini-transcribe") is small
+    assert [route_recognizer(registry, name) for name in ("whisper-1", "gpt-4o-transcribe", "gpt-transcribe")] == [
+        large
+    ] * 3
+    assert route_recognizer(registry, "ASR-large") is large and route_recognizer(registry, "other") is small
 
 
 def test_a_model_loads_on_one_torch_thread_at_low_priority_while_another_is_loaded(tmp_path):

@@ -248,6 +248,7 @@ def test_a_part_past_its_time_limit_ends_with_a_typed_error(transcriber):
     finally:
         engine.stop()
     assert error.status == 504 and engine.active == 0
+    assert (error.code, error.flat_code) == ("timeout", "TRANSCRIPTION_TIMEOUT")  # not the speech engine's
 
 
 def test_a_failed_prefill_fails_its_part_alone(transcriber, monkeypatch, caplog):

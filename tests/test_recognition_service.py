@@ -7,13 +7,14 @@ from __future__ import annotations
 
 import asyncio
 import io
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
 import soundfile as sf
 
 from asr_cases import ASR_CHECKPOINTS
-from qwen3_tts_server.engine.recognition import RecognitionEngine
+from qwen3_tts_server.engine.recognition import DecodedToken, RecognitionEngine, TranscriptionJob
 from qwen3_tts_server.errors import InvalidInputError, UnsupportedMediaError
 from qwen3_tts_server.model.asr import long_audio
 from qwen3_tts_server.model.asr import transcriber as transcriber_module
@@ -184,3 +185,71 @@ def test_logprobs_are_the_transcript_tokens_given_with_the_deltas_they_make(tran
         transcriber, lambda service, _: service.transcribe(TranscriptionRequest(audio, language, max_new_tokens=BUDGET))
     )
     assert plain.logprobs == () and plain.text == transcript.text
+
+
+class ScriptedEngine:
+    """Answers each part with the tokens of the output scripted for its forced language (None: the model's to
+    identify), and keeps the parts sent."""
+
+    def __init__(self, transcriber: Transcriber, outputs: dict[str | None, str]):
+        self.transcriber, self.outputs = transcriber, outputs
+        self.sent: list[TranscriptionJob] = []
+        self.models = SimpleNamespace(get_async=self.model)
+
+    async def model(self) -> Transcriber:
+        return self.transcriber
+
+    def submit_in_order(self, jobs: list[TranscriptionJob], clock) -> list:
+        self.sent += jobs
+        return [self.stream(job) for job in jobs]
+
+    def stream(self, job: TranscriptionJob) -> ScriptedStream:
+        tokens = self.transcriber.model.tokens
+        return ScriptedStream([*self.transcriber.model.tokenizer.encode(self.outputs[job.language]), min(tokens.stop)])
+
+
+class ScriptedStream:
+    def __init__(self, ids: list[int]):
+        self.ids, self.index = ids, 0
+
+    def __aiter__(self) -> ScriptedStream:
+        return self
+
+    async def __anext__(self) -> DecodedToken:
+        if self.index == len(self.ids):
+            raise StopAsyncIteration
+        self.index += 1
+        last = self.index == len(self.ids)
+        return DecodedToken(self.ids[self.index - 1], self.index - 1, -0.1, 0.0, 0.0, "stop" if last else None)
+
+    def cancel(self) -> None:
+        self.index = len(self.ids)
+
+
+def test_several_languages_allow_any_of_them_and_a_part_heard_in_another_is_transcribed_in_the_first(transcriber):
+    """The header names the language before any text: a part heard outside the list is sent again, the first listed
+    forced, and nothing of what it was first heard as is shown."""
+    outputs = {None: "language German<asr_text>Hallo Welt", "English": "Hello world", "French": "Bonjour"}
+    audio = wav_bytes(voiced_glide(0.5))
+
+    def transcribe(**fields) -> tuple[list[TextDelta], Transcript, list[tuple[str | None, bool]]]:
+        engine = ScriptedEngine(transcriber, outputs)
+        *streamed, transcript = asyncio.run(events(RecognitionService(engine), TranscriptionRequest(audio, **fields)))
+        deltas = [event for event in streamed if isinstance(event, TextDelta)]
+        return deltas, transcript, [(job.language, job.continuation) for job in engine.sent]
+
+    deltas, transcript, sent = transcribe(languages=("en", "fr"))
+    assert (transcript.language, transcript.text, "".join(delta.text for delta in deltas)) == ("English",) + (
+        "Hello world",
+    ) * 2
+    assert sent == [(None, False), ("English", True)]
+    outputs[None] = "language French<asr_text>Bonjour à tous"
+    deltas, transcript, sent = transcribe(languages=("en", "fr"))
+    assert (transcript.language, transcript.text, sent) == ("French", "Bonjour à tous", [(None, False)])
+    _, transcript, sent = transcribe(languages=("fr",))  # one: forced
+    assert (transcript.language, transcript.text, sent) == ("French", "Bonjour", [("French", False)])
+    _, transcript, sent = transcribe(language="en", languages=("fr", "de"))  # `language` forces it
+    assert (transcript.language, sent) == ("English", [("English", False)])
+    with pytest.raises(InvalidInputError, match="unsupported language 'xx'") as refused:
+        transcribe(languages=("en", "xx"))
+    assert refused.value.param == "languages"

@@ -76,7 +76,7 @@ def test_bad_references_are_refused(data, message):
 def test_bytes_that_are_not_audio_are_unsupported_media():
     with pytest.raises(UnsupportedMediaError, match="not audio in a format") as caught:
         load_reference(b"definitely not audio, just some text bytes" * 10)
-    assert caught.value.status == 415 and caught.value.param == "audio"
+    assert caught.value.status == 400 and caught.value.param == "audio"
 
 
 @pytest.mark.parametrize("container", ["wav", "flac"])

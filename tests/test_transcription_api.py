@@ -72,18 +72,40 @@ def test_json_text_and_verbose_json_through_the_openai_sdk(server, transcriber, 
     assert segment.tokens == expected.part_tokens[0]
 
 
-def test_streamed_deltas_are_the_decoded_text_then_done_gives_the_transcript_with_usage(server, transcriber, clip):
+def test_streamed_deltas_add_up_to_the_transcript_that_done_gives_with_usage(server, transcriber, clip):
     expected = offline(transcriber, clip, "English")
     stream = sdk(server).audio.transcriptions.create(model="gpt-4o-transcribe", file=clip, language="en", stream=True)
     events = list(stream)
     *deltas, done = events
     assert deltas and all(event.type == "transcript.text.delta" for event in deltas)
     decoded = transcriber.model.tokenizer.decode(expected.part_tokens[0], skip_special=True)
-    # The random model repeats itself: the deltas are the text as decoded, the done event the official reading of
-    # it, its repetition collapsed.
-    assert "".join(event.delta for event in deltas) == visible_text(decoded, True) != expected.text
+    # The random model repeats itself, and the official reading collapses the repeats: the deltas show them once,
+    # as the transcript has them.
+    assert "".join(event.delta for event in deltas) == expected.text != visible_text(decoded, True)
     assert done.type == "transcript.text.done" and done.text == expected.text
-    assert done.usage.seconds == math.ceil(SECONDS)
+    assert done.usage.seconds == math.ceil(SECONDS) and [language.code for language in done.languages] == ["en"]
+
+
+def test_openais_newer_fields_through_the_sdk_and_raw_as_it_sends_them(server, transcriber, clip):
+    """gpt-transcribe with one of `languages` (forced) and `keywords` (the model's context, after the prompt); the
+    codes of the languages heard come back in `languages`, in json and in the done event, and verbose_json names
+    the language json names. Raw, the form the SDK sends: `languages[]` and `keywords[]`, once a value."""
+    expected = offline(transcriber, clip, "English", "Qwen\nAlibaba, Tongyi")
+    assert expected.text != offline(transcriber, clip, "English", "Qwen").text  # the keywords change what is heard
+    client = sdk(server)
+    fields = {"model": "gpt-transcribe", "languages": ["en"], "prompt": "Qwen", "keywords": ["Alibaba", "Tongyi"]}
+    answer = client.audio.transcriptions.create(file=("clip.wav", clip), **fields)
+    *deltas, done = client.audio.transcriptions.create(file=("clip.wav", clip), stream=True, **fields)
+    verbose = client.audio.transcriptions.create(file=("clip.wav", clip), response_format="verbose_json", **fields)
+    assert answer.text == done.text == "".join(delta.delta for delta in deltas) == verbose.text == expected.text
+    assert [language.code for language in answer.languages] == [language.code for language in done.languages] == ["en"]
+    assert verbose.language == "english" and answer.model_extra["language"] == "English"
+    raw = {"model": "gpt-transcribe", "languages[]": ["en"], "keywords[]": ["Alibaba", "Tongyi"], "prompt": "Qwen"}
+    with server.client(timeout=300) as http:
+        answer = http.post("/v1/audio/transcriptions", data=raw, files={"file": ("clip.wav", clip)})
+        identified = http.post("/v1/audio/transcriptions", files={"file": ("clip.wav", clip)})
+    assert (answer.json()["text"], answer.json()["languages"]) == (expected.text, [{"code": "en"}])
+    assert identified.json()["languages"] == []  # the random model names no language
 
 
 def test_a_webm_upload_without_a_content_type_is_read_by_its_bytes(server, transcriber):
@@ -119,7 +141,10 @@ def test_a_webm_upload_without_a_content_type_is_read_by_its_bytes(server, trans
         ({"include[]": "item.logprobs"}, "clip", 400, "include", "include takes logprobs, not 'item.logprobs'"),
         ({"return_timestamps": "true"}, "clip", 400, "return_timestamps", "word timestamps need a ForcedAligner"),
         ({"language": "klingon"}, "clip", 400, "language", "unsupported language 'klingon'"),
-        ({}, "garbage", 415, "file", "is not audio"),
+        ({}, "garbage", 400, "file", "is not audio"),
+        ({"known_speaker_names[]": "agent"}, "clip", 400, "known_speaker_names", "speaker diarization is not"),
+        ({"known_speaker_references[]": "data:audio/wav;base64,UklGRg=="}, "clip", 400, "known_speaker_references", ""),
+        ({"response_format": "diarized_json"}, "clip", 400, "response_format", "Qwen3-ASR does not tell speakers"),
         ({}, "empty", 400, "file", "file is empty"),
         ({}, "huge", 413, "file", "larger than the 25 MiB limit"),
         ({}, None, 400, None, "file"),
@@ -156,7 +181,19 @@ def test_every_route_that_transcribes_takes_a_recording_of_up_to_25_mib(server, 
     """Past the 10 MiB of a voice sample (the body limit of other uploads), the recording itself is read."""
     with server.client(timeout=300) as http:
         answer = http.post(path, data=fields, files={"file": ("big.wav", b"not audio" * (12 * 2**20 // 9))})
-    assert answer.status_code == 415 and "is not audio" in answer.json()["error"]["message"], answer.text
+    assert answer.status_code == 400 and "is not audio" in answer.json()["error"]["message"], answer.text
+
+
+@pytest.mark.parametrize("path", ["/v1/audio/subtitles", "/v1/audio/transcriptions/stream"])
+def test_the_earlier_servers_own_routes_answer_a_missing_file_with_its_422(server, path):
+    """As its suite sends it (no `file`): FastAPI's 422 there, in the error envelope here (OpenAI's route answers
+    400, above)."""
+    with server.client(timeout=300) as http:
+        answer = http.post(path, data={"mode": "accurate", "language": "auto"})
+    assert answer.status_code == 422, answer.text
+    body = answer.json()
+    assert (body["error"]["param"], body["error"]["code"], body["statusCode"]) == ("file", "invalid_value", 422)
+    assert body["error"]["type"] == "invalid_request_error" and "file" in body["error"]["message"]
 
 
 def test_the_size_and_duration_limits_are_settings(both_families, clip):
@@ -172,7 +209,8 @@ def test_the_size_and_duration_limits_are_settings(both_families, clip):
     assert body.status_code == 413 and "the request body is larger than" in body.json()["error"]["message"]
     assert long.status_code == 400, long.text
     error = long.json()["error"]
-    assert error["param"] == "file" and "lasts 1.2 s; this server transcribes at most 1 s" in error["message"]
+    assert error["param"] == "file" and error["code"] == "audio_too_long"
+    assert "lasts more than 1 s; this server transcribes at most 1 s (MAX_TRANSCRIPTION_SECONDS)" in error["message"]
 
 
 UPLOADS = {  # OpenAI's listed extensions (mpeg and mpga are MP3, mp4 and m4a AAC in MP4) and telephony WAV
@@ -247,7 +285,8 @@ def test_the_earlier_asr_servers_stream_route_in_its_own_shape(server, transcrib
         bad = http.post("/v1/audio/transcriptions/stream", files={"file": ("bad.wav", b"not audio" * 20)})
     assert answer.status_code == 200 and answer.headers["content-type"].startswith("text/event-stream")
     assert sse_data(answer.text) == [{"text": expected.text, "language": "Chinese", "is_final": True}, {"done": True}]
-    assert bad.status_code == 415 and bad.json()["code"] == "INVALID_AUDIO" and bad.json()["statusCode"] == 415
+    assert bad.status_code == 400 and bad.json()["code"] == "INVALID_AUDIO" and bad.json()["statusCode"] == 400
+    assert bad.json()["error"]["code"] == "unsupported_media_type"
 
 
 def test_the_earlier_stream_sends_a_chunk_for_each_part_then_done():

@@ -156,7 +156,7 @@ def test_voice_errors_use_the_envelope(models, reference, tmp_path):
 
     expected = {
         "too_big": (413, "audio_sample"),
-        "not_audio": (415, "audio_sample"),
+        "not_audio": (400, "audio_sample"),
         "no_audio": (400, "audio_sample"),
         "bad_mode": (400, "mode"),
         "icl_without_text": (400, "ref_text"),
@@ -166,7 +166,7 @@ def test_voice_errors_use_the_envelope(models, reference, tmp_path):
         "unknown_get": (404, "voice_id"),
         "traversal_get": (404, None),
         "clone_without_audio": (400, "ref_audio"),
-        "clone_not_audio": (415, "ref_audio"),
+        "clone_not_audio": (400, "ref_audio"),
     }
     for name, response in run_in_app(base_app(models, tmp_path / "base"), on_base).items():
         error = response.json()["error"]

@@ -78,6 +78,7 @@ def test_partials_and_one_final_per_flush_are_the_streaming_algorithms_texts(ser
         "format": "pcm_s16le",
         "use_server_vad": False,
         "buffer_size": 64000,
+        "window_max_s": 1200.0,  # no audio of an utterance dropped before the longest the model transcribes at once
     }
     assert [frame["is_partial"] for frame in heard] == [True, True, False]
     assert [frame["text"] for frame in heard] == expected and all(expected)

@@ -21,6 +21,9 @@ DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 # finish_reason "length", never silently.
 MAX_REQUEST_FRAMES = 15000
 MAX_TRANSCRIPTION_BYTES = 25 * 2**20  # OpenAI's upload limit for a recording to transcribe
+# A recording's longest duration: what it may decode to is bounded, not only its bytes (a few KB of FLAC can declare
+# hours). 30 minutes: about 25 MiB of MP3 at 112 kbps, and more than one of the official 20-minute parts.
+MAX_TRANSCRIPTION_SECONDS = 1800.0
 # Rows per decode step when MAX_BATCH_SIZE is unset (here, not in the engine: Ray's build process decides it for
 # the replicas' device without torch).
 DEFAULT_EMIT_FRAMES = 4  # the earlier server's STREAM_EMIT_FRAMES default, used when only STREAM_FIRST_EMIT is set
@@ -123,8 +126,11 @@ class Settings(BaseSettings):
         description="bytes a recording to transcribe may be (an upload, or a Wyoming utterance); past it a 413 "
         "(default 25 MiB, OpenAI's limit)",
     )
-    max_transcription_seconds: float | None = Field(
-        None, gt=0, description="seconds a recording to transcribe may last; past it a 400 (default: no limit)"
+    max_transcription_seconds: float = Field(
+        MAX_TRANSCRIPTION_SECONDS,
+        gt=0,
+        description="seconds a recording to transcribe may last; decoding stops there with a 400 audio_too_long "
+        "(default 1800 s: 30 minutes, about 25 MiB of MP3 at 112 kbps)",
     )
     max_transcription_tokens: int | None = Field(
         None,
@@ -174,6 +180,13 @@ class Settings(BaseSettings):
         ge=0,
         description="live sessions (WS /ws/transcribe, realtime, Wyoming) each transcriber serves at once; past it "
         "a new one is refused (503 live_session_limit); 0: no limit",
+    )
+    live_idle_timeout: float = Field(
+        60.0,
+        ge=0,
+        description="seconds a live WebSocket (WS /ws/transcribe, realtime transcription) may go without a message "
+        "from its client or to it, and a Wyoming utterance without audio before its audio-stop; then a 408 "
+        "idle_timeout error (and close 1001), its session slot given back; 0: never",
     )
     # Text, voices and audio.
     text_normalize: bool = Field(True, description="read numbers, dates, symbols... as words unless a request says")

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+import reprlib
 from collections.abc import Mapping, Sequence
+from typing import TypeVar
+
+from pydantic import BaseModel, ValidationError
 
 from .http_contract import error_document, error_object
+
+ECHO_LIMIT = 100  # characters of a client's value an error message repeats
+
+
+def shown(value: object, limit: int = ECHO_LIMIT) -> str:
+    """A client's value as an error message repeats it: its repr, cut to `limit` characters (a megabyte sent in a
+    field is not sent back)."""
+    text = repr(value)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text)} characters)"
 
 
 class TTSError(Exception):
@@ -53,6 +66,19 @@ class InvalidValueError(InvalidInputError):
     """A field failed schema validation (type, range, length, missing)."""
 
     code = "invalid_value"
+
+
+class UnprocessableValueError(InvalidValueError):
+    """A field failed schema validation on a route of the earlier ASR server's own, which answered it 422 (FastAPI's
+    status) where OpenAI's routes answer 400."""
+
+    status = 422
+
+
+class AudioTooLongError(InvalidInputError):
+    """Audio lasts longer than its limit (found while decoding it: the rest is never decoded)."""
+
+    code = "audio_too_long"
 
 
 class NotFoundError(InvalidInputError):
@@ -104,10 +130,16 @@ class PendingAudioLimitError(InvalidInputError):
     code = "pending_audio_limit"
 
 
-class UnsupportedMediaError(InvalidInputError):
-    """Uploaded bytes are not audio in a format this server can decode."""
+class EmptyCommitError(InvalidInputError):
+    """A realtime session's commit found (almost) no audio since the last item: OpenAI's error for it."""
 
-    status = 415
+    code = "input_audio_buffer_commit_empty"
+
+
+class UnsupportedMediaError(InvalidInputError):
+    """Uploaded bytes are not audio in a format this server can decode: a 400, as OpenAI answers an unsupported file
+    (the earlier TTS server answered 400, the earlier ASR server 422)."""
+
     code = "unsupported_media_type"
     flat_code = "INVALID_AUDIO"
 
@@ -169,6 +201,14 @@ class EngineBusyError(TTSError):
         self.retry_after = retry_after
 
 
+class IdleTimeoutError(InvalidInputError):
+    """A live session went LIVE_IDLE_TIMEOUT seconds without a message either way (Wyoming: without audio before
+    its audio-stop): it ends, its slot given back."""
+
+    status = 408
+    code = "idle_timeout"
+
+
 class LiveSessionLimitError(TTSError):
     """A transcriber already serves its LIVE_MAX_SESSIONS live sessions: a new one is refused until one ends (503:
     the sessions it serves stay at real time rather than every one falling behind)."""
@@ -193,6 +233,12 @@ class RequestTimeoutError(TTSError):
     flat_code = "SYNTHESIS_TIMEOUT"
 
 
+class TranscriptionTimeoutError(RequestTimeoutError):
+    """A transcription ran past its time limit and was stopped."""
+
+    flat_code = "TRANSCRIPTION_TIMEOUT"
+
+
 class SynthesisFailedError(TTSError):
     """The engine failed on a request's work for a reason of its own (logged; never told in its own words)."""
 
@@ -213,11 +259,26 @@ class EngineStoppedError(TTSError):
     code = "engine_stopped"
 
 
-def invalid_value(errors: Sequence[Mapping]) -> InvalidValueError:
+def invalid_value(errors: Sequence[Mapping], kind: type[InvalidValueError] = InvalidValueError) -> InvalidValueError:
     """The first of pydantic's validation errors, naming its field (FastAPI's `body` prefix dropped)."""
     first = errors[0]
     param = ".".join(str(part) for part in first.get("loc", ()) if part != "body") or None
-    return InvalidValueError(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
+    return kind(f"{param or 'request'}: {first.get('msg', 'invalid value')}", param)
+
+
+Fields = TypeVar("Fields", bound=BaseModel)
+
+
+def checked(model: type[Fields], value: object, where: str = "") -> Fields:
+    """A message's object `value` (at `where`, e.g. `session.turn_detection`) validated as `model`; else an
+    InvalidValueError naming its first bad field and, shortened, the value given."""
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        param = ".".join([*filter(None, [where]), *(str(part) for part in first["loc"])])
+        shown = reprlib.repr(first["input"])
+        raise InvalidValueError(f"{param or 'message'}: {first['msg']}, not {shown}", param or None) from None
 
 
 def error_body(exc: TTSError) -> dict:

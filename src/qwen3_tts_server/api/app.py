@@ -126,6 +126,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
                         settings.max_pending_text,
                         recognition,
                         settings.live_max_pending_seconds,
+                        settings.live_idle_timeout,
                     )
                     host = settings.wyoming_host or settings.host
                     server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)
@@ -183,6 +184,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(speech.router)
     app.include_router(voices.router)
     app.include_router(transcriptions.router)
+    app.include_router(transcriptions.earlier_router)
     app.include_router(translations.router)
     app.include_router(discovery.router)
     app.include_router(operations.router)

@@ -3,12 +3,24 @@ keys beside it (`code`, `message`, `statusCode`, `context`: http_contract.error_
 
 from __future__ import annotations
 
-from fastapi import FastAPI, Request
+from collections.abc import Callable, Coroutine
+from http import HTTPStatus
+from typing import Any
+
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 
-from ..errors import EngineBusyError, ModelWaitError, TTSError, error_response_body, invalid_value
+from ..errors import (
+    EngineBusyError,
+    ModelWaitError,
+    TTSError,
+    UnprocessableValueError,
+    error_response_body,
+    invalid_value,
+)
 from ..http_contract import error_document
 from .context import request_context
 from .schemas import ErrorDocument
@@ -47,5 +59,27 @@ def install_error_handlers(app: FastAPI) -> None:
         return await tts_error(request, invalid_value(exc.errors()))
 
     @app.exception_handler(HTTPException)
-    async def http_error(_: Request, exc: HTTPException) -> JSONResponse:
-        return envelope(exc.status_code, str(exc.detail), None)
+    async def http_error(request: Request, exc: HTTPException) -> JSONResponse:
+        """What the framework itself refuses (no such route, a method it does not take): the status's name as the
+        code (`not_found`, `method_not_allowed`), as every other error has one."""
+        code = HTTPStatus(exc.status_code).name.lower()
+        request_context(request).error_type = code
+        response = envelope(exc.status_code, str(exc.detail), code)
+        response.headers.update(exc.headers or {})
+        return response
+
+
+class EarlierServerRoute(APIRoute):
+    """A route only the earlier ASR server had: a request its schema refuses (a missing `file`, ...) is a 422 as
+    FastAPI answered it there, in the error envelope."""
+
+    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
+        handler = super().get_route_handler()
+
+        async def answer(request: Request) -> Response:
+            try:
+                return await handler(request)
+            except RequestValidationError as exc:
+                raise invalid_value(exc.errors(), UnprocessableValueError) from None
+
+        return answer

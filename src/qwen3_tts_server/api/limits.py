@@ -12,7 +12,9 @@ that every refusal is logged and counted):
 - live recognition sessions: at most LIVE_MAX_SESSIONS a transcriber (`service/live_session_slots.py`); the live
   routes close a refused one with 1013 too, after the error (`refusal_close_code`).
 
-A refusal answers with the error envelope and `Connection: close`; whatever the app then tries to send is
+A refusal answers at once with the error envelope and `Connection: close`, and closes once what the client still
+sends of its body is read and dropped (up to twice the limit): a client that reads only once it has written its
+body whole would otherwise find the connection reset under its answer. Whatever the app then tries to send is
 dropped, and its reads see the client gone.
 """
 
@@ -45,6 +47,7 @@ MULTIPART_OVERHEAD = 64 * 1024  # room for the form's other fields and boundarie
 MAX_HEADERS = 100  # Apache's default; browsers and SDKs send a few dozen at most
 MAX_HEADER_BYTES = 64 * 1024  # names and values together: room for large cookies and tokens
 WS_TRY_AGAIN_LATER = 1013
+DRAIN_WAIT = 1.0  # seconds a refused body's next piece is waited for before the connection is closed anyway
 
 
 def refusal_close_code(error: TTSError) -> int:
@@ -155,13 +158,33 @@ class GuardedRequest:
 
     async def refuse(self, exc: TTSError) -> Message:
         """Answer with `exc` (unless a response has begun) and close the connection; the app's reads from now
-        on see the client gone."""
+        on see the client gone. The answer is sent at once, but ends only once what the client still sends of
+        its body is read (`_drain`)."""
         if not self.response_started:
             request_context(HTTPConnection(self.scope)).error_type = exc.code
             response = JSONResponse(error_response_body(exc), exc.status, headers={"connection": "close"})
-            await response(self.scope, self._receive, self._send)
+            await self._send({"type": "http.response.start", "status": exc.status, "headers": response.raw_headers})
+            await self._send({"type": "http.response.body", "body": response.body, "more_body": True})
+            if not isinstance(exc, BodyTimeoutError):
+                await self._drain()
+            await self._send({"type": "http.response.body", "body": b""})
         self.refused = True
         return {"type": "http.disconnect"}
+
+    async def _drain(self) -> None:
+        """Read and drop the rest of the body while it keeps coming (each piece within DRAIN_WAIT), up to twice
+        the limit in all. A client that writes its whole body before it reads the answer (httpx.AsyncClient, the
+        openai SDK's async client) would otherwise see the connection reset by the close, its answer unread."""
+        drained = self.received
+        while not self.body_done and drained <= 2 * self.max_bytes:
+            try:
+                message = await asyncio.wait_for(self._receive(), DRAIN_WAIT)
+            except asyncio.TimeoutError:
+                return
+            if message["type"] != "http.request":
+                return
+            drained += len(message.get("body", b""))
+            self.body_done = not message.get("more_body", False)
 
 
 def _content_length(scope: Scope) -> int | None:

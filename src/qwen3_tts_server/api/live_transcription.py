@@ -10,8 +10,14 @@ is_final: false}` that replace the previous one, and finals `{text, is_partial: 
 What the earlier server got wrong is done right: no audio older than a window is dropped (an utterance is
 transcribed whole, by the official streaming algorithm), voice activity works, ISO language codes are accepted, the
 default language is identified rather than forced English, `use_server_vad: "false"` turns it off, and errors
-are error messages (`{code, message, statusCode}`), never transcript text. A WebSocket that the client closes
-cannot carry the final: a client that wants it sends `flush` first (what the held audio gave is logged)."""
+are error messages (`{code, message, statusCode}`), never transcript text, and a bad message costs its error only,
+never the session. A WebSocket that the client closes cannot carry the final: a client that wants it sends `flush`
+first and waits for it. Once the client is gone, or has gone LIVE_IDLE_TIMEOUT seconds without a message either way
+(`live_idle.py`), the audio its session still holds is dropped and its slot given back at once.
+
+The greeting's `window_max_s` was the earlier server's window: partials covered only the last 6 s, older speech
+dropped out. Here no audio of an utterance is dropped: the greeting gives the longest audio the model transcribes in
+one piece (`MAX_SECONDS`, 1200 s, where uploads are cut)."""
 
 from __future__ import annotations
 
@@ -21,24 +27,36 @@ import json
 import logging
 
 from fastapi import APIRouter, WebSocket
+from pydantic import BaseModel, ConfigDict, StrictBool, StrictInt, StrictStr
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
 from ..audio.decoding import pcm_samples
 from ..audio.voice_activity import VoiceActivitySettings
 from ..config import Settings
-from ..errors import TTSError
+from ..errors import IdleTimeoutError, TTSError, checked
 from ..model.asr.languages import resolve_language
+from ..model.asr.long_audio import MAX_SECONDS
 from ..protocols import Message, WireProtocol
 from ..service.live_recognition import LiveSession, LiveTranscript
 from ..service.routing import route_recognizer
 from .dependencies import ServicesDep
 from .limits import refusal_close_code
+from .live_idle import IDLE_CLOSE_CODE, IdleClock
 from .realtime import accepted
 
 router = APIRouter()
 log = logging.getLogger(__name__)
 RATES = range(8000, 48001)  # sample rates taken, in Hz
 TRUE_WORDS = ("true", "1", "yes", "on")
+WINDOW_MAX_S = MAX_SECONDS  # the greeting's `window_max_s` (above)
+
+
+class ConfigAction(BaseModel):
+    """A `config` action's fields (any others are ignored, as the earlier server ignored them)."""
+
+    model_config = ConfigDict(extra="ignore")
+    language: StrictStr | None = None
+    use_server_vad: StrictBool | StrictInt | StrictStr | None = None  # read by `truthy`
 
 
 def voice_activity(settings: Settings, on: bool) -> VoiceActivitySettings | None:
@@ -63,7 +81,8 @@ LIVE_TRANSCRIBE = WireProtocol(
         Message('{"action": "reset"}', "client", "", "drops the utterance; answered `buffer_reset`"),
         Message('{"action": "config"}', "client", "`language`, `use_server_vad`",
                 "from the next utterance on; answered `configured`"),
-        Message('{"status": "connected"}', "server", "`sample_rate`, `format`, `use_server_vad`", "the greeting"),
+        Message('{"status": "connected"}', "server", "`sample_rate`, `format`, `use_server_vad`, `buffer_size`, "
+                "`window_max_s`", "the greeting"),
         Message('{"is_partial": true}', "server", "`text`, `is_partial`, `is_final`",
                 "the utterance so far, replacing the partial before it"),
         Message('{"is_final": true}', "server", "`text`, `is_partial`, `is_final`",
@@ -122,21 +141,27 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
         await websocket.close(code=refusal_close_code(error))
         return
     greeting = {"status": "connected", "sample_rate": rate, "format": "pcm_s16le", "use_server_vad": use_vad}
-    await websocket.send_json(greeting | {"buffer_size": 2 * session.streaming.chunk_samples * rate // 16000})
-    sender = asyncio.create_task(_send_events(websocket, session))
+    buffer_size = 2 * session.streaming.chunk_samples * rate // 16000
+    await websocket.send_json(greeting | {"buffer_size": buffer_size, "window_max_s": WINDOW_MAX_S})
+    idle = IdleClock(settings.live_idle_timeout)
+    sender = asyncio.create_task(_send_events(websocket, session, idle))
     state = _Connection(session, settings, language, use_vad)
     try:
-        while (message := await websocket.receive())["type"] != "websocket.disconnect":
+        while (message := await idle.receive(websocket))["type"] != "websocket.disconnect":
             if message.get("bytes") is not None:
                 reply = state.audio(message["bytes"])
             else:
                 reply = state.action(message.get("text") or "")
             if reply is not None:
                 await websocket.send_json(reply)
+    except IdleTimeoutError as error:
+        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            await websocket.send_json(typed_error_message(error))
+            await websocket.close(code=IDLE_CLOSE_CODE)
     except (WebSocketDisconnect, WebSocketDisconnected):
         pass
-    finally:
-        await session.close()  # what the held audio gave is logged by the sender, the socket being closed
+    finally:  # the client is gone (or idle): its held and queued audio is dropped, its slot given back at once
+        await session.cancel()
         await sender
 
 
@@ -160,7 +185,7 @@ class _Connection:
     def action(self, text: str) -> dict | None:
         try:
             command = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, nested too deep, or an integer of too many digits
             return error_message("INVALID_JSON", "Invalid JSON command", 400)
         if not isinstance(command, dict):
             return error_message("INVALID_JSON", "a command is a JSON object with an action", 400)
@@ -177,18 +202,19 @@ class _Connection:
 
     def configure(self, command: dict) -> dict:
         try:
-            if "language" in command:
-                self.language = resolve_language(command["language"])
+            fields = checked(ConfigAction, command)
+            if "language" in fields.model_fields_set:
+                self.language = resolve_language(fields.language)
         except TTSError as error:
             return typed_error_message(error)
-        if "use_server_vad" in command:
-            self.use_vad = truthy(command["use_server_vad"])
+        if "use_server_vad" in fields.model_fields_set:
+            self.use_vad = truthy(fields.use_server_vad)
         self.session.configure(self.language, "", voice_activity(self.settings, self.use_vad))
-        shown = command.get("language") if self.language else "auto"
+        shown = fields.language if self.language else "auto"
         return {"status": "configured", "language": shown, "use_server_vad": self.use_vad}
 
 
-async def _send_events(websocket: WebSocket, session: LiveSession) -> None:
+async def _send_events(websocket: WebSocket, session: LiveSession, idle: IdleClock) -> None:
     """Partials (when they have text) and finals as the earlier server's frames; errors as its error frames."""
     open_ = True
     while (event := await session.events.get()) is not None:
@@ -201,6 +227,7 @@ async def _send_events(websocket: WebSocket, session: LiveSession) -> None:
         if open_:
             with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
                 await websocket.send_json(frame)
+                idle.touch()
                 continue
             open_ = False
         log.info("ws/transcribe: the client left before this frame: %r", frame)

@@ -1,18 +1,22 @@
 """WS /v1/realtime?intent=transcription: OpenAI's realtime transcription sessions (protocol in
 service/realtime_transcription.py). The beta form is the one asked for with the header `OpenAI-Beta: realtime=v1`;
-`?model=` (which some clients add) names the transcriber as `input_audio_transcription.model` does."""
+`?model=` (which some clients add) names the transcriber as `input_audio_transcription.model` does. A session idle for
+LIVE_IDLE_TIMEOUT seconds (`live_idle.py`) gets an `idle_timeout` error, then close 1001; once the client is gone,
+its session's work stops at once."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
-from ..errors import InvalidInputError, TTSError
+from ..errors import IdleTimeoutError, InvalidInputError, TTSError
 from ..service.realtime_transcription import RealtimeTranscription, error_event
 from .dependencies import ServicesDep
 from .limits import refusal_close_code
+from .live_idle import IDLE_CLOSE_CODE, IdleClock
 from .realtime import accepted
 
 router = APIRouter()
@@ -21,14 +25,15 @@ router = APIRouter()
 class _Sender:
     """Events as JSON text messages; once the socket is gone, nothing more is sent."""
 
-    def __init__(self, websocket: WebSocket):
-        self.websocket, self.open = websocket, True
+    def __init__(self, websocket: WebSocket, idle: IdleClock):
+        self.websocket, self.idle, self.open = websocket, idle, True
 
     async def __call__(self, payload: dict) -> None:
         if not self.open:
             return
         try:
             await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
+            self.idle.touch()
         except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
             self.open = False
 
@@ -38,7 +43,8 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
     settings = services.settings
     if not await accepted(websocket, settings.accepted_keys()):
         return
-    send = _Sender(websocket)
+    idle = IdleClock(settings.live_idle_timeout)
+    send = _Sender(websocket, idle)
     if websocket.query_params.get("intent") != "transcription":
         refusal = InvalidInputError("this server serves realtime transcription sessions: ?intent=transcription")
         await send(error_event(refusal))
@@ -56,10 +62,14 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
         await websocket.close(code=refusal_close_code(error))
         return
     try:
-        while (message := await websocket.receive())["type"] != "websocket.disconnect":
+        while (message := await idle.receive(websocket))["type"] != "websocket.disconnect":
             if message.get("text") is not None:
                 await session.handle(message["text"])
             # binary frames (a client's keepalive) carry nothing here
+    except IdleTimeoutError as error:
+        await send(error_event(error))
+        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            await websocket.close(code=IDLE_CLOSE_CODE)
     except (WebSocketDisconnect, WebSocketDisconnected):
         pass
     finally:

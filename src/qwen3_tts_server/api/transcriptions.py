@@ -4,9 +4,15 @@ vtt (cues from the words' times), or streamed as server-sent events (`transcript
 decoded, then `transcript.text.done`), with `usage` in every answer. Word times come from the ForcedAligner hosted
 beside the transcriber; without one, what needs them is a 400.
 
+OpenAI's newer fields: `languages[]` (one forced, several allowed: `allowed_languages`), `keywords[]` (the
+model's context, after `prompt`), and `languages` in json answers and the done event, the codes of the languages
+heard. Speaker diarization (`diarized_json`, `known_speaker_names[]`, `known_speaker_references[]`) is a 400 naming
+the field: Qwen3-ASR does not tell speakers apart.
+
 The earlier ASR server's routes and fields, as it meant them: `language=auto` identifies the language, json
 answers carry `language`, `return_timestamps` adds the words' times (`timestamps`, as the official package names
-their fields), `POST /v1/audio/transcriptions/stream` and `POST /v1/audio/subtitles`."""
+their fields), `POST /v1/audio/transcriptions/stream` and `POST /v1/audio/subtitles` (a request their schema
+refuses is a 422 there, as it was)."""
 
 from __future__ import annotations
 
@@ -19,7 +25,8 @@ from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ..engine.registry import HostedModel
-from ..errors import InvalidInputError, TTSError, error_body, error_response_body
+from ..errors import InvalidInputError, TTSError, error_body, error_response_body, shown
+from ..model.asr.languages import language_code
 from ..model.asr.transcriber import TimedWord
 from ..service.recognition import (
     NO_ALIGNER,
@@ -32,11 +39,14 @@ from ..service.recognition import (
 from ..service.routing import route_recognizer
 from ..service.subtitles import CueRules, length_timed_words, subtitle_cues, to_srt, to_webvtt
 from .dependencies import ServicesDep
+from .errors import EarlierServerRoute
 from .schemas import answers
 from .uploads import read_upload
 
 router = APIRouter()
+earlier_router = APIRouter(route_class=EarlierServerRoute)  # the earlier ASR server's own routes
 RESPONSE_FORMATS = ("json", "text", "verbose_json", "srt", "vtt")
+NO_DIARIZATION = "speaker diarization is not offered: Qwen3-ASR does not tell speakers apart"
 STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
 SUBTITLE_MODES = ("accurate", "fast")
 
@@ -65,8 +75,16 @@ async def create_transcription(
     include: Annotated[list[str] | None, Form(alias="include[]")] = None,
     chunking_strategy: Annotated[str | None, Form()] = None,  # accepted: long audio is cut as the model's own
     return_timestamps: Annotated[bool, Form()] = False,  # the earlier ASR server's word timestamps
+    languages: Annotated[list[str] | None, Form(alias="languages[]")] = None,
+    keywords: Annotated[list[str] | None, Form(alias="keywords[]")] = None,
+    known_speaker_names: Annotated[list[str] | None, Form(alias="known_speaker_names[]")] = None,
+    known_speaker_references: Annotated[list[str] | None, Form(alias="known_speaker_references[]")] = None,
 ) -> Response:
     granularities = timestamp_granularities or []
+    speakers = {"known_speaker_names": known_speaker_names, "known_speaker_references": known_speaker_references}
+    for param, given in speakers.items():
+        if given:
+            raise InvalidInputError(f"{param}: {NO_DIARIZATION}", param=param)
     check_options(response_format, temperature, granularities, include or [], stream)
     hosted = route_recognizer(services.registry, model)
     if "word" in granularities:
@@ -79,7 +97,13 @@ async def create_transcription(
     audio = await read_upload(file, "file", services.settings.max_transcription_bytes)
     wants_logprobs = "logprobs" in (include or [])
     request = TranscriptionRequest(
-        audio, language, prompt, timestamps=timestamps, temperature=temperature, logprobs=wants_logprobs
+        audio,
+        language,
+        with_keywords(prompt, keywords or []),
+        languages=tuple(languages or ()),
+        timestamps=timestamps,
+        temperature=temperature,
+        logprobs=wants_logprobs,
     )
     events = services.recognition[hosted.id].stream(request)
     first = await anext(events)  # bad audio or settings are refused here, with their status
@@ -104,7 +128,12 @@ async def create_transcription(
         body = _verbose(transcript, granularities)
     else:
         # `language` beside OpenAI's keys: the earlier ASR server's clients read it (the official name, "" for none).
-        body = {"text": transcript.text, "language": transcript.language, "usage": usage_of(transcript)}
+        body = {
+            "text": transcript.text,
+            "language": transcript.language,
+            "languages": languages_heard(transcript),
+            "usage": usage_of(transcript),
+        }
         if return_timestamps:
             body["timestamps"] = _official_items(transcript.words)
     if wants_logprobs:
@@ -112,7 +141,7 @@ async def create_transcription(
     return Response(json.dumps(body, ensure_ascii=False), media_type="application/json", headers=headers)
 
 
-@router.post(
+@earlier_router.post(
     "/v1/audio/transcriptions/stream",
     response_class=Response,
     responses=answers('An event for each part of the recording, then `{"done": true}`', "text/event-stream"),
@@ -137,7 +166,7 @@ async def earlier_transcription_stream(
     )
 
 
-@router.post(
+@earlier_router.post(
     "/v1/audio/subtitles",
     response_class=Response,
     responses=answers("The subtitles, SubRip or WebVTT", "text/plain"),
@@ -155,7 +184,7 @@ async def earlier_subtitles(
     under the SUBTITLE_* settings. Its mistakes are not kept: the words are found (it found none with the
     official package), cues keep the transcript's punctuation, and lines of Chinese and Japanese are broken too."""
     if mode not in SUBTITLE_MODES:
-        raise InvalidInputError(f"mode is accurate (the aligner's times) or fast, not {mode!r}", param="mode")
+        raise InvalidInputError(f"mode is accurate (the aligner's times) or fast, not {shown(mode)}", param="mode")
     hosted = route_recognizer(services.registry, model)
     if mode == "accurate":
         _need_aligner(hosted, "mode", "mode accurate", " (or ask for mode fast, the words timed by their length)")
@@ -217,12 +246,26 @@ def _earlier_event(data: dict) -> bytes:
     return f"data: {json.dumps(data)}\n\n".encode()  # its escapes: json.dumps' defaults
 
 
+def with_keywords(prompt: str, keywords: list[str]) -> str:
+    """The model's context: the prompt, then the keywords (names, terms) on a line of their own, comma-separated."""
+    words = ", ".join(word.strip() for word in keywords if word.strip())
+    return f"{prompt}\n{words}" if prompt and words else prompt or words
+
+
+def languages_heard(transcript: Transcript) -> list[dict]:
+    """OpenAI's `languages`: the codes of the languages heard, in order (none when none was)."""
+    codes = (language_code(name) for name in transcript.language.split(",") if name)
+    return [{"code": code} for code in dict.fromkeys(codes) if code]
+
+
 def check_options(
     response_format: str, temperature: float, granularities: list[str], include: list[str], stream: bool
 ) -> None:
+    if response_format == "diarized_json":
+        raise InvalidInputError(f"response_format diarized_json: {NO_DIARIZATION}", param="response_format")
     if response_format not in RESPONSE_FORMATS:
         raise InvalidInputError(
-            f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {response_format!r}",
+            f"response_format must be one of {', '.join(RESPONSE_FORMATS)}, not {shown(response_format)}",
             param="response_format",
         )
     unknown = [value for value in granularities if value not in ("word", "segment")]
@@ -303,7 +346,12 @@ async def _sse(first: Event, events: AsyncGenerator[Event, None], logprobs: bool
                 delta = {"type": "transcript.text.delta", "delta": event.text}
                 yield _event(delta | {"logprobs": logprobs_of(event.logprobs)} if logprobs else delta)
             elif isinstance(event, Transcript):
-                done = {"type": "transcript.text.done", "text": event.text, "usage": usage_of(event)}
+                done = {
+                    "type": "transcript.text.done",
+                    "text": event.text,
+                    "languages": languages_heard(event),
+                    "usage": usage_of(event),
+                }
                 yield _event(done | {"logprobs": logprobs_of(event.logprobs)} if logprobs else done)
     except TTSError as exc:  # after the status was sent: the error is the stream's last event
         yield _event({"type": "error", "error": error_body(exc)})

@@ -11,7 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import PlainTextResponse, Response
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, shown
 from ..model.asr.languages import language_code, resolve_language
 from ..service.recognition import TranscriptionRequest
 from ..service.routing import route_recognizer
@@ -41,7 +41,7 @@ async def create_translation(
     services.translator.check()
     if response_format not in FORMATS:
         raise InvalidInputError(
-            f"translations answer as {', '.join(FORMATS)}, not {response_format!r}", param="response_format"
+            f"translations answer as {', '.join(FORMATS)}, not {shown(response_format)}", param="response_format"
         )
     check_options(response_format, temperature, [], [], False)
     target = resolve_language(language) or "English"

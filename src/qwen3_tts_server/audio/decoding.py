@@ -15,7 +15,7 @@ import av
 import numpy as np
 import soxr
 
-from ..errors import InvalidInputError, UnsupportedMediaError
+from ..errors import AudioTooLongError, InvalidInputError, UnsupportedMediaError
 
 # A container that declares a duration but decodes to less than this share of it was cut short.
 TRUNCATION_TOLERANCE = 0.05
@@ -53,8 +53,16 @@ def _check_wav_complete(data: bytes, subject: str, param: str) -> None:
         offset += 8 + size + (size & 1)
 
 
-def decode_audio(data: bytes, subject: str = "the audio", param: str = "file") -> tuple[np.ndarray, int]:
-    """Decode audio bytes -> ((channels, samples) float32, sample rate)."""
+def decode_audio(
+    data: bytes,
+    subject: str = "the audio",
+    param: str = "file",
+    max_seconds: float | None = None,
+    too_long: str = "",
+) -> tuple[np.ndarray, int]:
+    """Decode audio bytes -> ((channels, samples) float32, sample rate). Frames are decoded one at a time, and
+    audio that passes `max_seconds` (None: no limit) is refused there, its message ending with `too_long` (what
+    the limit is): a few KB of a container that lies about its length or its rate never decode to hours."""
     if not data:
         raise InvalidInputError(f"{subject} is empty", param=param)
     _check_wav_complete(data, subject, param)
@@ -71,6 +79,7 @@ def decode_audio(data: bytes, subject: str = "the audio", param: str = "file") -
         stream = container.streams.audio[0]
         declared = float(container.duration) / av.time_base if container.duration else None
         chunks = []
+        seconds = 0.0
         try:
             for frame in container.decode(stream):
                 array = frame.to_ndarray()
@@ -79,6 +88,9 @@ def decode_audio(data: bytes, subject: str = "the audio", param: str = "file") -
                     array = array.reshape(-1, channels).T
                 chunks.append(_to_float(array, frame.format.name, subject, param))
                 rate = frame.sample_rate
+                seconds += frame.samples / rate
+                if max_seconds is not None and seconds > max_seconds:
+                    raise AudioTooLongError(f"{subject} lasts more than {max_seconds:g} s; {too_long}", param=param)
         except (av.error.FFmpegError, ValueError) as exc:
             raise InvalidInputError(
                 f"{subject} could not be decoded as audio; it may be truncated or corrupt ({exc})", param=param
@@ -86,6 +98,8 @@ def decode_audio(data: bytes, subject: str = "the audio", param: str = "file") -
     if not chunks:
         raise InvalidInputError(f"{subject} decodes to no samples", param=param)
     audio = np.concatenate(chunks, axis=1)
+    if not np.isfinite(audio).all():
+        raise InvalidInputError(f"{subject} holds samples that are not numbers (NaN or infinity)", param=param)
     decoded = audio.shape[1] / rate
     if declared is not None and decoded < declared * (1 - TRUNCATION_TOLERANCE) - 0.05:
         raise InvalidInputError(

@@ -18,7 +18,7 @@ import av
 import numpy as np
 import soxr
 
-from ..errors import InvalidInputError
+from ..errors import InvalidInputError, shown
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ def audio_format(name: str, sample_rate: int | None, source_rate: int) -> tuple[
     fmt = FORMATS.get(name)
     if fmt is None:
         raise InvalidInputError(
-            f"unsupported response_format {name!r}; choose one of {', '.join(FORMATS)}", param="response_format"
+            f"unsupported response_format {shown(name)}; choose one of {', '.join(FORMATS)}", param="response_format"
         )
     rate = sample_rate or fmt.default_rate or source_rate
     if not 8000 <= rate <= 48000 or (fmt.rates is not None and rate not in fmt.rates):

@@ -52,14 +52,8 @@ def load_reference(data: bytes, tail_silence_ms: int = 0) -> ReferenceAudio:
     """Validate and convert reference audio bytes to 24 kHz mono; see the module docstring."""
     if tail_silence_ms < 0:
         raise InvalidInputError("reference_tail_silence_ms must be >= 0", param="reference_tail_silence_ms")
-    audio, rate = decode_audio(data, "the reference audio", "audio")
-    seconds = audio.shape[1] / rate
-    if seconds > MAX_SECONDS:
-        raise InvalidInputError(
-            f"the reference audio is {seconds:.1f} s long; the limit is {MAX_SECONDS:.0f} s (trim it to the "
-            "part you want cloned)",
-            param="audio",
-        )
+    too_long = f"the limit is {MAX_SECONDS:.0f} s (trim it to the part you want cloned)"
+    audio, rate = decode_audio(data, "the reference audio", "audio", MAX_SECONDS, too_long)
     mono = np.mean(audio, axis=0) if audio.shape[0] > 1 else audio[0]
     voiced = voiced_seconds(mono, rate)
     if voiced < MIN_VOICED_SECONDS:

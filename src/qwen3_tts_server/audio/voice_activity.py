@@ -31,6 +31,7 @@ class SpeechEvent:
     kind: Literal["started", "stopped"]
     sample: int  # where in the stream, in 16 kHz samples from its start
     found: int  # where the detector was when it found it (a stop's padding may reach past it)
+    quiet_from: int  # a stop's: where the silence that ended the speech began (a start's: `sample`)
 
 
 @functools.cache
@@ -57,6 +58,11 @@ class VoiceActivity:
         )
         self._pending = np.zeros(0, np.float32)
 
+    @property
+    def speaking(self) -> bool:
+        """Within speech: started, not yet stopped."""
+        return bool(self._iterator.triggered)
+
     @torch.inference_mode()
     def feed(self, samples: np.ndarray) -> list[SpeechEvent]:
         self._pending = np.concatenate([self._pending, np.asarray(samples, np.float32).reshape(-1)])
@@ -66,8 +72,9 @@ class VoiceActivity:
             found = self._iterator(torch.from_numpy(self._pending[start : start + FRAME]))
             where = self._iterator.current_sample
             if found and "start" in found:
-                events.append(SpeechEvent("started", int(found["start"]), where))
+                events.append(SpeechEvent("started", int(found["start"]), where, int(found["start"])))
             elif found and "end" in found:
-                events.append(SpeechEvent("stopped", int(found["end"]), where))
+                end = int(found["end"])
+                events.append(SpeechEvent("stopped", end, where, end - self._iterator.speech_pad_samples))
         self._pending = self._pending[whole:]
         return events

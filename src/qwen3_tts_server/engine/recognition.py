@@ -21,7 +21,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from ..errors import TranscriptionFailedError, TTSError
+from ..errors import TranscriptionFailedError, TranscriptionTimeoutError, TTSError
 from ..model.asr.decoding import CachedPrompt, Emitted, GreedyRows
 from ..model.asr.loading import load_asr_checkpoint
 from ..model.asr.mel import SAMPLE_RATE
@@ -108,6 +108,7 @@ def warm_up_transcriber(transcriber: Transcriber) -> None:
 
 class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
     thread_name = "asr-engine"
+    timeout_error = TranscriptionTimeoutError
 
     def __init__(
         self,

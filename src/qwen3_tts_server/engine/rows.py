@@ -179,6 +179,7 @@ class Pace:
 
 class RowEngine(ABC, Generic[J, H]):
     thread_name = "engine"
+    timeout_error: type[RequestTimeoutError] = RequestTimeoutError  # what a request past its time limit gets
 
     def __init__(
         self,
@@ -526,7 +527,7 @@ class RowEngine(ABC, Generic[J, H]):
                     if not handle.cancelled:
                         limit = handle.clock.timeout
                         message = f"the request waited past its {limit:g} s limit"
-                        handle.deliver(RequestTimeoutError(message, context={"timeout_s": limit}))
+                        handle.deliver(self.timeout_error(message, context={"timeout_s": limit}))
         for handle in list(self._active.values()):
             clock = handle.clock
             if handle.cancelled:
@@ -534,10 +535,10 @@ class RowEngine(ABC, Generic[J, H]):
             elif clock.over_time(now):
                 self._free(handle)
                 stopped = f"the request ran past its {clock.timeout:g} s limit and was stopped"
-                handle.deliver(RequestTimeoutError(stopped, context={"timeout_s": clock.timeout}))
+                handle.deliver(self.timeout_error(stopped, context={"timeout_s": clock.timeout}))
             elif handle.paused and clock.client_stalled(now):
                 self._free(handle)
-                handle.drop(RequestTimeoutError(f"the client took no audio for {clock.timeout:g} s and was dropped"))
+                handle.drop(self.timeout_error(f"the client took no audio for {clock.timeout:g} s and was dropped"))
 
     def _next_waiting(self) -> H | None:
         with self._cv:

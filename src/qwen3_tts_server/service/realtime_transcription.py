@@ -5,14 +5,17 @@
 `updated`).
 
 Audio: `input_audio_buffer.append` with base64 PCM16 (24 kHz; any rate from 8 to 48 kHz is taken) or G.711 mu-law or
-A-law at 8 kHz; `.commit` ends the utterance (a commit with nothing appended since the last one changes nothing:
-clients that commit at their own end of speech beside server voice activity would otherwise get an error, and some
-reconnect on any error); `.clear` drops it. Turn detection `server_vad` (threshold, prefix padding, silence
-duration; `semantic_vad` is taken as `server_vad` with its defaults) emits `input_audio_buffer.speech_started`,
-`.speech_stopped` and `.committed`; `null` leaves commits to the client. Each utterance is a conversation item:
-`conversation.item.input_audio_transcription.delta` carries text the later passes keep (deltas are only ever
-appended), `.completed` the transcript and its `usage` (`{type: "duration", seconds}`), `.failed` a pass that
-failed. Bad events are `error` events; audio is accepted before any update (clients send it at once)."""
+A-law at 8 kHz; `.commit` ends the utterance with all its audio so far, speech going on at that moment going on in
+the next item at once (beside server voice activity too); less than 100 ms appended since the last item ended is
+OpenAI's `input_audio_buffer_commit_empty` error; `.clear` drops it. Turn detection `server_vad` (threshold, prefix
+padding, silence duration; `semantic_vad` is taken as `server_vad` with its defaults) emits
+`input_audio_buffer.speech_started`, `.speech_stopped` and `.committed`; `null` leaves commits to the client. A
+session that sets none has `server_vad`, except for OpenAI's realtime-only transcription models
+(`gpt-realtime-whisper`, `gpt-live-transcribe`), which have no turn detection there: the client commits. Each
+utterance is a conversation item: `conversation.item.input_audio_transcription.delta` carries text the later passes
+keep (deltas are only ever appended), `.completed` the transcript, its `usage` (`{type: "duration", seconds}`) and
+`languages` (`[{code}]`, the language heard), `.failed` a pass that failed. Bad events are `error` events; audio is
+accepted before any update (clients send it at once)."""
 
 from __future__ import annotations
 
@@ -22,17 +25,19 @@ import binascii
 import json
 import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from ..audio.decoding import decode_g711, pcm_samples
 from ..audio.voice_activity import VoiceActivitySettings
 from ..engine.registry import ModelRegistry
-from ..errors import InvalidInputError, TTSError
-from ..model.asr.languages import resolve_language
+from ..errors import EmptyCommitError, InvalidInputError, TTSError, checked
+from ..model.asr.languages import language_code, resolve_language
 from ..protocols import Message, WireProtocol
-from .live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
-from .recognition import RecognitionService
+from .live_recognition import CommitRefused, Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
+from .recognition import RecognitionService, check_context
 from .routing import route_recognizer
 
 SendEvent = Callable[[dict], Awaitable[None]]
@@ -49,7 +54,8 @@ REALTIME_TRANSCRIPTION = WireProtocol(
                 "`transcription`, `turn_detection`)", "the current form's settings; answered by `session.updated`"),
         Message("input_audio_buffer.append", "client", "`audio`: base64 PCM16 (24 kHz) or G.711 at 8 kHz",
                 "audio for the utterance under way"),
-        Message("input_audio_buffer.commit", "client", "", "ends the utterance (nothing new since the last: nothing)"),
+        Message("input_audio_buffer.commit", "client", "",
+                "ends the utterance (under 100 ms since the last: an error)"),
         Message("input_audio_buffer.clear", "client", "", "drops the utterance; answered by `.cleared`"),
         Message("transcription_session.created", "server", "`session`", "the beta form's greeting"),
         Message("transcription_session.updated", "server", "`session`", "the beta form's settings as taken"),
@@ -65,7 +71,7 @@ REALTIME_TRANSCRIPTION = WireProtocol(
         Message("conversation.item.input_audio_transcription.delta", "server", "`item_id`, `content_index`, "
                 "`delta`", "text the later passes keep, only ever appended"),
         Message("conversation.item.input_audio_transcription.completed", "server", "`item_id`, `content_index`, "
-                "`transcript`, `usage`", "the utterance's transcript"),
+                "`transcript`, `usage`, `languages`", "the utterance's transcript"),
         Message("conversation.item.input_audio_transcription.failed", "server", "`item_id`, `error`",
                 "a pass failed; the session goes on"),
         Message("error", "server", "`error`: `type`, `code`, `message`, `param`", "an event refused"),
@@ -74,6 +80,10 @@ REALTIME_TRANSCRIPTION = WireProtocol(
 BETA_FORMATS = {"pcm16": ("pcm16", 24000), "g711_ulaw": ("pcm_mulaw", 8000), "g711_alaw": ("pcm_alaw", 8000)}
 FORMAT_TYPES = {"audio/pcm": "pcm16", "audio/pcmu": "g711_ulaw", "audio/pcma": "g711_alaw"}
 SERVER_VAD = {"type": "server_vad", "threshold": 0.5, "prefix_padding_ms": 300, "silence_duration_ms": 500}
+# OpenAI's transcription models served only in realtime sessions, without turn detection: the client commits
+REALTIME_ONLY_MODELS = ("gpt-realtime-whisper", "gpt-live-transcribe")
+MIN_COMMIT_SECONDS = 0.1  # less in the buffer: OpenAI's input_audio_buffer_commit_empty
+SERVER_VAD_KINDS = {"threshold": float, "prefix_padding_ms": int, "silence_duration_ms": int}
 
 
 def event_id() -> str:
@@ -89,10 +99,19 @@ class TranscriptionOptions:
     model: str | None = None
     language: str | None = None  # as given: an ISO code or a name
     prompt: str = ""
-    turn_detection: dict | None = field(default_factory=lambda: dict(SERVER_VAD))
+    turn_detection_set: dict | None = None  # as the client last set it (whole and checked, `read_options`)
+    turn_detection_given: bool = False  # set at all (null included)
+
+    @property
+    def turn_detection(self) -> dict | None:
+        """As set; where never set, server_vad, or none for OpenAI's realtime-only models (as OpenAI does)."""
+        if self.turn_detection_given:
+            return self.turn_detection_set
+        realtime_only = (self.model or "").lower().startswith(REALTIME_ONLY_MODELS)
+        return None if realtime_only else dict(SERVER_VAD)
 
     def voice_activity(self) -> VoiceActivitySettings | None:
-        turn = self.turn_detection  # whole and checked (`read_options`)
+        turn = self.turn_detection
         if turn is None:
             return None
         return VoiceActivitySettings(turn["threshold"], turn["prefix_padding_ms"], turn["silence_duration_ms"])
@@ -109,6 +128,32 @@ def _invalid(message: str, param: str) -> InvalidInputError:
     return InvalidInputError(message, param=param)
 
 
+class _Fields(BaseModel):
+    model_config = ConfigDict(extra="ignore")  # clients send settings this server has no use for
+
+
+class _Format(_Fields):
+    type: Literal["audio/pcm", "audio/pcmu", "audio/pcma"]
+    rate: Annotated[int, Field(ge=8000, le=48000)] | None = None
+
+
+class _Transcription(_Fields):
+    model: StrictStr | None = None
+    language: StrictStr | None = None
+    prompt: StrictStr | None = None
+
+
+# strict: a number, not a string or a boolean; finite, and bounded (what a padding holds is kept in memory)
+_Milliseconds = Annotated[float, Field(strict=True, ge=0, le=60000, allow_inf_nan=False)]
+
+
+class _TurnDetection(_Fields):
+    type: Literal["server_vad", "semantic_vad"]
+    threshold: Annotated[float, Field(strict=True, gt=0, lt=1)] | None = None
+    prefix_padding_ms: _Milliseconds | None = None
+    silence_duration_ms: _Milliseconds | None = None
+
+
 def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> TranscriptionOptions:
     """The options after an update's `session` object (only the keys it sets change), checked."""
     if not isinstance(session, dict):
@@ -120,44 +165,34 @@ def read_options(session: Any, options: TranscriptionOptions, beta: bool) -> Tra
         raise _invalid("this server serves transcription sessions: session.type is 'transcription'", "session.type")
     format_ = audio.get("format", session.get("input_audio_format"))
     if isinstance(format_, dict):  # {"type": "audio/pcm", "rate": 24000}
-        kind = FORMAT_TYPES.get(str(format_.get("type")))
-        if kind is None:
-            raise _invalid(f"format type is one of {', '.join(FORMAT_TYPES)}", "session.audio.input.format.type")
-        changed.audio_format, changed.rate = kind, int(format_.get("rate") or BETA_FORMATS[kind][1])
-        if not 8000 <= changed.rate <= 48000:
-            raise _invalid("format rate is from 8000 to 48000 Hz", "session.audio.input.format.rate")
+        given = checked(_Format, format_, "session.audio.input.format")
+        kind = FORMAT_TYPES[given.type]
+        changed.audio_format, changed.rate = kind, given.rate or BETA_FORMATS[kind][1]
     elif format_ is not None:
-        if format_ not in BETA_FORMATS:
+        if not isinstance(format_, str) or format_ not in BETA_FORMATS:
             raise _invalid(f"input_audio_format is one of {', '.join(BETA_FORMATS)}", "session.input_audio_format")
         changed.audio_format, changed.rate = format_, BETA_FORMATS[format_][1]
     transcription = audio.get("transcription", session.get("input_audio_transcription"))
-    if isinstance(transcription, dict):
-        changed.model = transcription.get("model") or changed.model
-        if "language" in transcription:
-            changed.language = transcription["language"] or None
+    if transcription is not None:
+        fields = checked(_Transcription, transcription, "session.input_audio_transcription")
+        changed.model = fields.model or changed.model
+        if "language" in fields.model_fields_set:
+            changed.language = fields.language or None
             resolve_language(changed.language, "session.input_audio_transcription.language")
-        if "prompt" in transcription:
-            changed.prompt = transcription["prompt"] or ""
+        if "prompt" in fields.model_fields_set:
+            changed.prompt = fields.prompt or ""
     if "turn_detection" in audio or "turn_detection" in session:
         turn = audio["turn_detection"] if "turn_detection" in audio else session["turn_detection"]
-        if turn is not None and (not isinstance(turn, dict) or turn.get("type") not in ("server_vad", "semantic_vad")):
-            raise _invalid("turn_detection is null or of type server_vad or semantic_vad", "session.turn_detection")
-        changed.turn_detection = None if turn is None else {**SERVER_VAD, **_vad_fields(turn)}
+        if turn is None:
+            changed.turn_detection_set = None
+        else:  # semantic_vad is taken as server_vad, with the defaults for what it does not set
+            fields = checked(_TurnDetection, turn, "session.turn_detection")
+            given = fields.model_dump(exclude={"type"}, exclude_none=True)
+            changed.turn_detection_set = SERVER_VAD | {
+                key: SERVER_VAD_KINDS[key](value) for key, value in given.items()
+            }
+        changed.turn_detection_given = True
     return changed
-
-
-def _vad_fields(turn: dict) -> dict:
-    """The server_vad fields a turn detection sets (semantic_vad has none of them: the defaults), checked."""
-    fields = {}
-    for key, kind in (("threshold", float), ("prefix_padding_ms", int), ("silence_duration_ms", int)):
-        if key in turn:
-            value = turn[key]
-            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
-                raise _invalid(f"turn_detection.{key} is a number, not {value!r}", f"session.turn_detection.{key}")
-            fields[key] = kind(value)
-    if not 0 < fields.get("threshold", 0.5) < 1:
-        raise _invalid("turn_detection.threshold is between 0 and 1", "session.turn_detection.threshold")
-    return fields
 
 
 class RealtimeTranscription:
@@ -178,7 +213,6 @@ class RealtimeTranscription:
         self.live: LiveSession | None = None
         self._engine_id: str | None = None
         self._pump: asyncio.Task | None = None
-        self._appended = False  # audio since the last commit or clear
         self._items: dict[int, str] = {}  # utterance -> item id
         self._previous_item: str | None = None
         self._sent: dict[int, str] = {}  # utterance -> text sent in deltas
@@ -230,7 +264,7 @@ class RealtimeTranscription:
     async def handle(self, text: str) -> None:
         try:
             message = json.loads(text)
-        except json.JSONDecodeError:
+        except (ValueError, RecursionError):  # not JSON, nested too deep, or an integer of too many digits
             await self._error(_invalid("a client event is a JSON object", "event"), None)
             return
         if not isinstance(message, dict):
@@ -243,13 +277,11 @@ class RealtimeTranscription:
             elif kind == "input_audio_buffer.append":
                 self._append(message.get("audio"))
             elif kind == "input_audio_buffer.commit":
-                if self._appended and self.live is not None:
-                    self.live.commit()
-                    self._appended = False
+                if self.live is not None:
+                    self.live.commit(MIN_COMMIT_SECONDS)
             elif kind == "input_audio_buffer.clear":
                 if self.live is not None:
                     self.live.clear()
-                self._appended = False
                 await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
             else:
                 raise _invalid(f"unknown event type {kind!r}", "type")
@@ -262,6 +294,8 @@ class RealtimeTranscription:
         except (TypeError, ValueError, AttributeError) as exc:  # a field of the wrong kind
             raise _invalid(f"session: {exc}", "session") from None
         hosted = route_recognizer(self.registry, options.model)
+        if options.prompt != self.options.prompt:
+            await self._check_prompt(options.prompt, hosted.id)
         self.options = options
         if hosted.id != self._engine_id or self.live is None or self.live.rate != options.rate:
             await self._restart()
@@ -269,6 +303,13 @@ class RealtimeTranscription:
             language = resolve_language(options.language)
             self.live.configure(language, options.prompt, options.voice_activity())
         await self.send({"type": self._kind("updated"), "event_id": event_id(), "session": self.session_object()})
+
+    async def _check_prompt(self, prompt: Any, engine_id: str) -> None:
+        """The transcription prompt checked as the HTTP routes check theirs: refused whole, the session unchanged."""
+        param = f"session.{'input_audio_transcription' if self.beta else 'audio.input.transcription'}.prompt"
+        if not isinstance(prompt, str):
+            raise _invalid("prompt is a string", param)
+        check_context(await self.recognition[engine_id].engine.models.get_async(), prompt, param)
 
     async def _restart(self) -> None:
         """A live session for the current options (the previous one, if any, ends; what it held is dropped)."""
@@ -286,7 +327,7 @@ class RealtimeTranscription:
             slots=service.live_slots,
         )
         await self.live.start()
-        self._engine_id, self._appended = hosted.id, False
+        self._engine_id = hosted.id
         self._items, self._sent, self._seconds = {}, {}, {}
         self._pump = asyncio.create_task(self._forward(self.live))
 
@@ -301,7 +342,6 @@ class RealtimeTranscription:
         samples = pcm_samples(data, 2, 1) if codec == "pcm16" else decode_g711(data, codec)
         if len(samples) and self.live is not None:
             self.live.append(samples)
-            self._appended = True
 
     async def _error(self, error: TTSError, client_event: str | None) -> None:
         event = error_event(error)
@@ -338,6 +378,13 @@ class RealtimeTranscription:
                 self._previous_item = item
             elif isinstance(event, LiveTranscript):
                 await self._transcribed(event)
+            elif isinstance(event, CommitRefused):
+                refusal = EmptyCommitError(
+                    "Error committing input audio buffer: buffer too small. Expected at least "
+                    f"{MIN_COMMIT_SECONDS * 1000:.0f}ms of audio, but buffer only has "
+                    f"{event.seconds * 1000:.2f}ms of audio."
+                )
+                await self._error(refusal, None)
             else:
                 await self.send(
                     {
@@ -371,5 +418,12 @@ class RealtimeTranscription:
                     "content_index": 0,
                     "transcript": event.text,
                     "usage": {"type": "duration", "seconds": round(self._seconds.get(event.utterance, 0.0), 3)},
+                    "languages": [{"code": code} for code in _codes(event.language)],
                 }
             )
+
+
+def _codes(languages: str) -> list[str]:
+    """The ISO 639 codes of the languages a transcript names ("English,Chinese"), those it knows, once each."""
+    codes = (language_code(name.strip()) for name in languages.split(","))
+    return list(dict.fromkeys(code for code in codes if code))

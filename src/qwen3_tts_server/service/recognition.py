@@ -5,8 +5,9 @@ it is decoded (`TextDelta`s) before the whole transcript (`Transcript`).
 A part's text shows once its `language X<asr_text>` header is complete (at once when the language is forced),
 and never ends on half a character (each token is decoded once, `StreamDecoder`); when the part ends, what the
 official reading of its whole output adds follows (all of it for an output without the header tag). The
-transcript is that reading of each part (its repetition collapse included), so where that collapse rewrote text
-already shown, the transcript, not the deltas, is what the model said.
+transcript is that reading of each part, its repetition collapse included, and the deltas add up to it: what is
+shown is the collapse of the output so far, held back where more output could still collapse it
+(`SettledCollapse`), so a loop of the model shows once, as the transcript has it.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import cast
 
 import numpy as np
 
-from ..config import MAX_TRANSCRIPTION_BYTES
+from ..config import MAX_TRANSCRIPTION_BYTES, MAX_TRANSCRIPTION_SECONDS
 from ..engine.jobs import RequestClock
 from ..engine.recognition import DecodedToken, RecognitionEngine, TokenStream, TranscriptionJob
 from ..errors import InvalidInputError
@@ -28,7 +29,7 @@ from ..model.asr.languages import resolve_language
 from ..model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ..model.asr.mel import SAMPLE_RATE
 from ..model.asr.transcriber import TimedWord, Transcriber, heard_wave
-from ..model.asr.transcript import ASR_TEXT, joined_parts, parse_transcript
+from ..model.asr.transcript import ASR_TEXT, SettledCollapse, joined_parts, parse_transcript
 from ..model.text_tokenizer import TextTokenizer
 from .live_session_slots import LiveSessionSlots
 
@@ -36,6 +37,27 @@ log = logging.getLogger(__name__)
 NO_ALIGNER = (
     "word timestamps need a ForcedAligner hosted beside the transcriber (MODELS=...,Qwen/Qwen3-ForcedAligner-0.6B)"
 )
+
+
+# The model's context (a request's `prompt`: names, terms, the topic) is prefilled whole before the audio, at a
+# cost that grows with its square: room for a long glossary, far from what would take the server's memory. Past
+# MAX_CONTEXT_CHARACTERS (16 a token; English text has about 4) it is refused before it is tokenized.
+MAX_CONTEXT_TOKENS = 1024
+MAX_CONTEXT_CHARACTERS = 16 * MAX_CONTEXT_TOKENS
+
+
+def check_context(transcriber: Transcriber, context: str, param: str = "prompt") -> None:
+    """Refuse a context longer than MAX_CONTEXT_TOKENS tokens, or one holding the model's audio placeholder (which
+    would take an audio row's place), naming the field it came in (`param`)."""
+    limit = f"the model's context takes at most {MAX_CONTEXT_TOKENS} tokens and {MAX_CONTEXT_CHARACTERS} characters"
+    if len(context) > MAX_CONTEXT_CHARACTERS:
+        raise InvalidInputError(f"{param} is {len(context)} characters long; {limit}", param=param)
+    tokens = transcriber.model.tokenizer.encode(context) if context else []
+    if len(tokens) > MAX_CONTEXT_TOKENS:
+        raise InvalidInputError(f"{param} is {len(tokens)} tokens long; {limit}", param=param)
+    if (placeholder := transcriber.model.tokens.audio_pad) in tokens:
+        text = transcriber.model.tokenizer.decode([placeholder])
+        raise InvalidInputError(f"{param} holds {text}, the model's audio placeholder", param=param)
 
 
 @dataclass(frozen=True)
@@ -48,6 +70,7 @@ class TranscriptionRequest:
     timestamps: bool = False  # word timestamps from the transcriber's ForcedAligner
     temperature: float = 0.0  # 0: greedy (the official decoding); above, sampled (each part from a random seed)
     logprobs: bool = False  # each transcript token's log probability
+    languages: tuple[str, ...] = ()  # without `language`: one is forced; several allowed (`allowed_languages`)
 
 
 @dataclass(frozen=True)
@@ -116,6 +139,7 @@ class _PartReader:
 
     def __init__(self, tokenizer: TextTokenizer, forced: bool, logprobs: bool):
         self.decoder = tokenizer.stream_decoder(skip_special=True)
+        self.collapse = SettledCollapse()
         self.forced, self.wants_logprobs = forced, logprobs
         self.ids: list[int] = []
         self.logprobs: list[TokenLogprob] = []
@@ -128,24 +152,40 @@ class _PartReader:
         piece = self.decoder.step(token.token)
         in_text = self.forced or ASR_TEXT in self.decoded
         self.decoded += piece
+        self.collapse.feed(piece)
         if self.wants_logprobs and token.finish_reason != "stop":
             item = TokenLogprob(piece, token.logprob, tuple(piece.encode()))
             (self.logprobs if in_text else self._before_tag).append(item)
-        seen = visible_text(self.decoded, self.forced)
+        seen = visible_text(self.collapse.settled, self.forced)
         if len(seen) > len(self.shown) and seen.startswith(self.shown):
             return self._delta(seen)
         return None
 
     def finish(self, text: str) -> TextDelta | None:
-        """What the official reading of the whole part adds (a part without its header tag is all text)."""
+        """What the official reading of the whole part adds (a part without its header tag is all text), with the
+        log probabilities not given yet (an empty text for tokens whose text the repetition collapse took away)."""
         if not self.forced and ASR_TEXT not in self.decoded:
             self.logprobs = self._before_tag
-        return self._delta(text) if text.startswith(self.shown) and len(text) > len(self.shown) else None
+        more = len(text) > len(self.shown)  # the text shown always begins it (`SettledCollapse`)
+        return self._delta(text) if more or self._unsent < len(self.logprobs) else None
 
     def _delta(self, seen: str) -> TextDelta:
         delta = TextDelta(seen[len(self.shown) :], tuple(self.logprobs[self._unsent :]))
         self.shown, self._unsent = seen, len(self.logprobs)
         return delta
+
+
+def allowed_languages(request: TranscriptionRequest) -> tuple[str | None, tuple[str, ...]]:
+    """(the forced language, the languages allowed): `language` forces one; so does `languages` of one. Several
+    `languages` leave the language to the model, and a part it hears in another is transcribed again, the first
+    listed forced (the model forces one language, or none; its header names the language before any text, so the
+    part is sent again before any of its text is shown)."""
+    language = resolve_language(request.language)
+    named = (resolve_language(value, param="languages") for value in request.languages)
+    allowed = tuple(dict.fromkeys(name for name in named if name))
+    if language or len(allowed) < 2:
+        return language or (allowed[0] if allowed else None), ()
+    return None, allowed
 
 
 class RecognitionService:
@@ -155,7 +195,7 @@ class RecognitionService:
         request_timeout: float | None = None,
         max_new_tokens: int | None = None,
         max_bytes: int = MAX_TRANSCRIPTION_BYTES,
-        max_seconds: float | None = None,
+        max_seconds: float = MAX_TRANSCRIPTION_SECONDS,
         live_sessions: int = 0,
     ):
         self.engine = engine
@@ -163,7 +203,7 @@ class RecognitionService:
         self.request_timeout = request_timeout  # seconds for a whole request, all its parts
         self.max_new_tokens = max_new_tokens  # each part's budget unless a request sets one (default: by its length)
         self.max_bytes = max_bytes  # a recording's size: its callers (the routes, Wyoming) read it within this
-        self.max_seconds = max_seconds  # a recording's duration; None: any
+        self.max_seconds = max_seconds  # a recording's longest duration
         self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
     async def transcribe(self, request: TranscriptionRequest) -> Transcript:
@@ -177,37 +217,46 @@ class RecognitionService:
     ) -> AsyncGenerator[TextDelta | TranscriptSegment | Transcript, None]:
         """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
         settings raise before anything is queued; closing the iterator cancels every part still decoding."""
-        language = resolve_language(request.language)
-        wave = await asyncio.to_thread(heard_wave, request.audio, "the file")
-        if self.max_seconds is not None and len(wave) > self.max_seconds * SAMPLE_RATE:
-            raise InvalidInputError(
-                f"the file lasts {len(wave) / SAMPLE_RATE:.1f} s; this server transcribes at most "
-                f"{self.max_seconds:g} s (MAX_TRANSCRIPTION_SECONDS)",
-                param="file",
-            )
+        language, allowed = allowed_languages(request)
+        too_long = f"this server transcribes at most {self.max_seconds:g} s (MAX_TRANSCRIPTION_SECONDS)"
+        wave = await asyncio.to_thread(heard_wave, request.audio, "the file", "file", self.max_seconds, too_long)
         transcriber: Transcriber = await self.engine.models.get_async()
+        check_context(transcriber, request.prompt)
         if request.timestamps:
             if transcriber.aligner is None:
                 raise InvalidInputError(NO_ALIGNER, param="timestamp_granularities")
             transcriber.splitter.prepare(language or "")  # Korean without its word list: refused before any work
         parts = split_long_audio(wave, SAMPLE_RATE, MAX_SECONDS_WITH_TIMESTAMPS if request.timestamps else MAX_SECONDS)
-        streams = self._submit(parts, language, request)
+        clock = RequestClock(self.request_timeout)
+        streams = self._submit(parts, language, request, clock)
         try:
             outputs: list[tuple[str, str]] = []
             segments: list[TranscriptSegment] = []
             cut_parts: list[int] = []
             logprobs: list[TokenLogprob] = []
-            for index, (stream, (part, offset)) in enumerate(zip(streams, parts, strict=True)):
+            for index, (part, offset) in enumerate(parts):
+                forced, checked = language, not allowed  # the part's forced language; its header checked
                 reader = _PartReader(transcriber.model.tokenizer, bool(language), request.logprobs)
-                async for token in stream:
-                    if delta := reader.add(token):
+                async for token in _tokens(streams, index):
+                    delta = reader.add(token)
+                    if not checked and ASR_TEXT in reader.decoded:
+                        checked, heard = True, parse_transcript(reader.decoded)[0]
+                        if heard and heard not in allowed:
+                            log.info("part %d was heard in %s, not in %s: transcribed in %s", index + 1, heard,
+                                     ", ".join(allowed), allowed[0])  # fmt: skip
+                            streams[index].cancel()
+                            forced = allowed[0]
+                            streams[index] = self._submit([(part, offset)], forced, request, clock, True)[0]
+                            reader = _PartReader(transcriber.model.tokenizer, True, request.logprobs)
+                            continue
+                    if delta:
                         yield delta
                     if token.finish_reason == "length":
                         cut_parts.append(index + 1)
                         log.warning("part %d of %d spent its %d-token budget: its text may be cut", index + 1,
                                     len(parts), len(reader.ids))  # fmt: skip
                 ids = reader.ids
-                outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), language))
+                outputs.append(parse_transcript(transcriber.model.tokenizer.decode(ids, skip_special=True), forced))
                 part_language, text = outputs[-1]
                 if delta := reader.finish(text):
                     yield delta
@@ -252,9 +301,15 @@ class RecognitionService:
         return tuple(TimedWord(word.text, min(word.start, last), min(word.end, last)) for word in words)
 
     def _submit(
-        self, parts: list[tuple[np.ndarray, float]], language: str | None, request: TranscriptionRequest
+        self,
+        parts: list[tuple[np.ndarray, float]],
+        language: str | None,
+        request: TranscriptionRequest,
+        clock: RequestClock,
+        again: bool = False,
     ) -> list[TokenStream]:
-        """Every part queued at once, in order, under one clock: a full queue refuses the request whole."""
+        """Every part queued at once, in order, under one clock: a full queue refuses the request whole. A part sent
+        `again` is a continuation: admitted first, never refused."""
         jobs = [
             TranscriptionJob(
                 part,
@@ -263,7 +318,17 @@ class RecognitionService:
                 request.max_new_tokens or self.max_new_tokens,
                 request.temperature,
                 interactive=request.interactive,
+                continuation=again,
             )
             for part, _ in parts
         ]
-        return cast(list[TokenStream], self.engine.submit_in_order(jobs, RequestClock(self.request_timeout)))
+        return cast(list[TokenStream], self.engine.submit_in_order(jobs, clock))
+
+
+async def _tokens(streams: list[TokenStream], index: int) -> AsyncGenerator[DecodedToken, None]:
+    """A part's tokens, from the stream in `streams[index]` when each is asked for (a part sent again replaces it)."""
+    while True:
+        try:
+            yield await anext(streams[index])
+        except StopAsyncIteration:
+            return

@@ -19,7 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from ..engine.registry import HostedModel, ModelRegistry
-from ..errors import InvalidInputError, NotFoundError, UnknownVoiceError
+from ..errors import InvalidInputError, NotFoundError, UnknownVoiceError, shown
 from .voice_library import VoiceLibrary, voice_key
 from .voices import OPENAI_VOICES, accepted_names, preset_voices
 
@@ -113,7 +113,8 @@ def route(
         types = {hosted.config.model_type if hosted.config else None for hosted in registry}
         if len(types) == 1:
             return registry.default  # its own answer: the voices it accepts
-        message = f"no hosted model speaks voice {voice!r} ({SPEAKS[need.kind]}); hosted: {describe_hosted(registry)}"
+        listing = describe_hosted(registry)
+        message = f"no hosted model speaks voice {shown(voice)} ({SPEAKS[need.kind]}); hosted: {listing}"
         if need.kind == "preset":
             speakers = registry.speakers()
             valid = accepted_names(speakers, library) if library is not None else list(preset_voices(speakers))
@@ -132,8 +133,8 @@ def route(
 
 def route_recognizer(registry: ModelRegistry, model: str | None) -> HostedModel:
     """The hosted transcriber a transcription request goes to: the one its `model` names (by id, any case);
-    `gpt-4o-mini-transcribe` the smallest, `whisper-1` and `gpt-4o-transcribe` the largest; any other name the
-    first (clients hard-code model names: a name is never an error)."""
+    `gpt-4o-mini-transcribe` the smallest, `whisper-1`, `gpt-4o-transcribe` and `gpt-transcribe` the largest; any
+    other name the first (clients hard-code model names: a name is never an error)."""
     if not registry.recognizers:
         raise NotFoundError(
             "no speech recognition model is hosted: add a Qwen3-ASR checkpoint (Qwen/Qwen3-ASR-0.6B) to MODELS",
@@ -146,7 +147,7 @@ def route_recognizer(registry: ModelRegistry, model: str | None) -> HostedModel:
     by_size = sorted(registry.recognizers, key=lambda hosted: hosted.footprint.own if hosted.footprint else 0)
     if wanted == "gpt-4o-mini-transcribe":
         return by_size[0]
-    if wanted in ("whisper-1", "gpt-4o-transcribe"):
+    if wanted in ("whisper-1", "gpt-4o-transcribe", "gpt-transcribe"):
         return by_size[-1]
     return registry.recognizers[0]
 

@@ -7,7 +7,7 @@ import asyncio
 import contextlib
 
 from ..engine.registry import HostedModel, ModelRegistry
-from ..errors import InvalidInputError, TTSError, UnknownVoiceError
+from ..errors import InvalidInputError, TTSError, UnknownVoiceError, shown
 from ..model.tts.prompt import VoiceSpec
 from ..model.tts.tts_model import Qwen3TTSModel
 from ..model.tts.voice_prompt import VoicePrompt
@@ -96,9 +96,9 @@ def resolve_voice(
         return check(instruct=description)
     valid = sorted(accepted_names(model.speakers, library))
     if model.model_type == "custom_voice":  # 400, as OpenAI and the earlier server answer an unknown voice
-        raise UnknownVoiceError(f"unknown voice {name!r}; available: {', '.join(valid)}", name, valid)
+        raise UnknownVoiceError(f"unknown voice {shown(name)}; available: {', '.join(valid)}", name, valid)
     raise UnknownVoiceError(
-        f"unknown voice {name!r}: a Base model speaks cloned voices; upload one with POST /v1/audio/voices, use "
+        f"unknown voice {shown(name)}: a Base model speaks cloned voices; upload one with POST /v1/audio/voices, use "
         "POST /v1/audio/speech/clone, or make the preset voices with `qwen3-tts-server make-preset-voices`"
         + (f"; library voices: {', '.join(valid)}" if valid else ""),
         name,

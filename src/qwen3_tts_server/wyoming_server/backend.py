@@ -20,3 +20,4 @@ class WyomingBackend:
     max_pending_text: int  # characters a streamed synthesis may have waiting to be spoken (MAX_PENDING_TEXT)
     recognition: dict[str, RecognitionService] = field(default_factory=dict)  # by recogniser id: speech to text
     live_max_pending_seconds: float = 30.0  # audio an utterance may have waiting for recognition (LIVE_MAX_...)
+    live_idle_timeout: float = 0.0  # seconds an utterance's audio may pause before its audio-stop (0: no limit)

@@ -193,8 +193,8 @@ class WyomingHandler(AsyncEventHandler):
             self.utterance = start_utterance(self.backend, event.data)
         elif AudioStart.is_type(event.type):
             self.utterance = self.utterance or start_utterance(self.backend, {})  # no transcribe: the defaults
-            limit = self.backend.live_max_pending_seconds
-            await open_audio(self.utterance, event.data, self.channel.after_queued, limit)
+            limits = self.backend.live_max_pending_seconds, self.backend.live_idle_timeout
+            await open_audio(self.utterance, event.data, self.channel.after_queued, *limits)
         elif AudioChunk.is_type(event.type):
             if self.utterance is None or not self.utterance.rate:
                 raise InvalidInputError("audio-chunk outside an utterance: send transcribe and audio-start first")

@@ -3,11 +3,14 @@ language, names and terms to listen for), then `audio-start`, `audio-chunk`s and
 rate, width and channel count, is transcribed as it arrives, by a live session (`service/live_recognition.py`,
 the official streaming algorithm; no voice activity: the client's `audio-stop` ends the utterance). Text that later
 passes keep goes out while the audio still arrives: `transcript-start`, then a `transcript-chunk` for each piece
-(only ever appended), and after `audio-stop` the rest, the whole `transcript`, then `transcript-stop`."""
+(only ever appended), and after `audio-stop` the rest, the whole `transcript`, then `transcript-stop`. Audio that
+stops arriving for LIVE_IDLE_TIMEOUT seconds before `audio-stop` ends the utterance's session (an `idle_timeout`
+error, its slot given back, the rest of its audio dropped); the connection goes on."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 
@@ -16,7 +19,7 @@ from wyoming.audio import AudioChunk, AudioStart
 from wyoming.event import Event
 
 from ..audio.decoding import pcm_samples
-from ..errors import InvalidInputError, PayloadTooLargeError, TTSError
+from ..errors import IdleTimeoutError, InvalidInputError, PayloadTooLargeError, TTSError
 from ..model.asr.languages import language_code, resolve_language
 from ..service.live_recognition import LiveSession, LiveTranscript, cancelled
 from ..service.recognition import RecognitionService
@@ -42,6 +45,8 @@ class Utterance:
     refused: bool = False  # its audio was refused (an error was sent): the rest of it is dropped
     session: LiveSession | None = None
     forwarder: asyncio.Task | None = None
+    heard_at: float = 0.0  # when audio last came (time.monotonic)
+    watchdog: asyncio.Task | None = None  # ends the session when the audio stops coming (LIVE_IDLE_TIMEOUT)
 
 
 def start_utterance(backend: WyomingBackend, data: dict) -> Utterance:
@@ -53,7 +58,9 @@ def start_utterance(backend: WyomingBackend, data: dict) -> Utterance:
     return Utterance(backend.recognition[hosted.id], language, hints)
 
 
-async def open_audio(utterance: Utterance, data: dict, write: Write, max_pending_seconds: float) -> None:
+async def open_audio(
+    utterance: Utterance, data: dict, write: Write, max_pending_seconds: float, idle_timeout: float = 0.0
+) -> None:
     """The audio's format, and its live session (its text written with `write` as it is decoded)."""
     start = AudioStart.from_event(Event("audio-start", data))
     if start.width not in (1, 2, 3, 4) or start.rate <= 0 or start.channels <= 0:
@@ -81,6 +88,9 @@ async def open_audio(utterance: Utterance, data: dict, write: Write, max_pending
         utterance.refused = True
         raise
     utterance.forwarder = asyncio.create_task(_forward(utterance, session, write))
+    utterance.heard_at = time.monotonic()
+    if idle_timeout:
+        utterance.watchdog = asyncio.create_task(_end_when_idle(utterance, session, write, idle_timeout))
 
 
 def add_audio(utterance: Utterance, event: Event) -> None:
@@ -96,6 +106,7 @@ def add_audio(utterance: Utterance, event: Event) -> None:
     assert utterance.session is not None
     utterance.session.append(pcm_samples(chunk.audio, utterance.width, utterance.channels))
     utterance.received += len(chunk.audio)
+    utterance.heard_at = time.monotonic()
     utterance.refused = False
 
 
@@ -107,6 +118,7 @@ async def finish_audio(utterance: Utterance) -> None:
         return
     if utterance.session is None:
         raise InvalidInputError("audio-stop without audio-start")
+    await cancelled(utterance.watchdog)  # the client now waits for the transcript
     utterance.session.commit()
     await utterance.session.close()
     if utterance.forwarder is not None:
@@ -118,7 +130,18 @@ async def close_audio(utterance: Utterance) -> None:
     if utterance.session is not None:
         await utterance.session.cancel()
     await cancelled(utterance.forwarder)
-    utterance.session = utterance.forwarder = None
+    await cancelled(utterance.watchdog)
+    utterance.session = utterance.forwarder = utterance.watchdog = None
+
+
+async def _end_when_idle(utterance: Utterance, session: LiveSession, write: Write, timeout: float) -> None:
+    """Cancel the session once no audio came for `timeout` seconds; its audio-stop then ends nothing."""
+    while (left := utterance.heard_at + timeout - time.monotonic()) > 0:
+        await asyncio.sleep(left)
+    utterance.refused = True
+    await session.cancel()
+    idle = IdleTimeoutError(f"no audio for {timeout:g} s (LIVE_IDLE_TIMEOUT): the utterance is dropped")
+    await write([refusal(idle)])
 
 
 async def _forward(utterance: Utterance, session: LiveSession, write: Write) -> None:

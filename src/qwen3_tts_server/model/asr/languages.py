@@ -7,7 +7,7 @@ OpenAI clients send ISO 639-1 codes ("en", "zh"), some send BCP 47 tags ("en-US"
 
 from __future__ import annotations
 
-from ...errors import InvalidInputError
+from ...errors import InvalidInputError, shown
 from .transcript import canonical_language
 
 LANGUAGE_CODES = {
@@ -73,7 +73,7 @@ def resolve_language(value: str | None, param: str = "language") -> str | None:
     found = _BY_CODE.get(lowered) or _BY_CODE.get(lowered.split("-")[0])
     if found is None:
         accepted = ", ".join(f"{name} ({code})" for name, code in LANGUAGE_CODES.items())
-        raise InvalidInputError(f"unsupported language {value!r}; Qwen3-ASR transcribes {accepted}", param=param)
+        raise InvalidInputError(f"unsupported language {shown(value)}; Qwen3-ASR transcribes {accepted}", param=param)
     return found
 
 

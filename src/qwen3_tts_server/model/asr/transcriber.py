@@ -91,9 +91,12 @@ def check_length(wave: np.ndarray, subject: str) -> None:
         )
 
 
-def heard_wave(data: bytes, subject: str, param: str = "file") -> np.ndarray:
-    """Audio bytes in any format PyAV reads as the model hears them (mono, 16 kHz), checked long enough."""
-    samples, rate = decode_audio(data, subject=subject, param=param)
+def heard_wave(
+    data: bytes, subject: str, param: str = "file", max_seconds: float | None = None, too_long: str = ""
+) -> np.ndarray:
+    """Audio bytes in any format PyAV reads as the model hears them (mono, 16 kHz), checked long enough and, with
+    `max_seconds`, not too long (`decode_audio`)."""
+    samples, rate = decode_audio(data, subject, param, max_seconds, too_long)
     wave = model_wave(samples.T, rate).numpy()
     check_length(wave, subject)
     return wave
