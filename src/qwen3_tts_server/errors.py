@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import reprlib
 from collections.abc import Mapping, Sequence
 from typing import TypeVar
 
@@ -277,8 +276,8 @@ def checked(model: type[Fields], value: object, where: str = "") -> Fields:
     except ValidationError as exc:
         first = exc.errors()[0]
         param = ".".join([*filter(None, [where]), *(str(part) for part in first["loc"])])
-        shown = reprlib.repr(first["input"])
-        raise InvalidValueError(f"{param or 'message'}: {first['msg']}, not {shown}", param or None) from None
+        message = f"{param or 'message'}: {first['msg']}, not {shown(first['input'])}"
+        raise InvalidValueError(message, param or None) from None
 
 
 def error_body(exc: TTSError) -> dict:
