@@ -16,6 +16,15 @@ features of each reference recording; and tests/fixtures/asr/encoder.npz, the of
 those features (and for the first 60 and 150 frames of one: a clip under one chunk, and one with a padded tail).
 The tests rebuild the checkpoints, check the hash and compare.
 
+The official features are exact only on a machine whose floating point rounds like the recording machine's (the
+FFT and vector maths take other code paths on other CPUs: features.npz differs from an AVX-512 Xeon's in the last
+bits). On another machine,
+
+    HF_HUB_OFFLINE=1 DIR/bin/python tools/make_asr_fixtures.py --features-only
+
+records the official features alone, as tests/fixtures/asr/features-<the CPU's vector unit>.npz; the front end's
+test compares with the file recorded on a machine that rounds like the one it runs on.
+
 The audio encoder attends within 8 s blocks on the official flash-attention and vLLM paths, across the whole clip
 on its CPU (sdpa) path (docs/asr_reference.md, section e). The recording takes the blocks: the audio tower's
 attention is the official sdpa attention run within each block its flash-attention call is given (`cu_seqlens`),
@@ -201,13 +210,47 @@ def alignments(directory: Path, audio: dict[str, Path]) -> dict:
     return results
 
 
-def main() -> None:
-    ASR_FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+def official_features(processor, audio: dict[str, Path]) -> dict[str, np.ndarray]:
+    """The official processor's log-mel features of each recording up to FEATURE_SECONDS long."""
+    features = {}
+    for name, path in audio.items():
+        wave = normalize_audio_input(str(path))  # mono, 16 kHz, as transcribe() hands it on
+        if len(wave) > FEATURE_SECONDS * 16000:
+            continue
+        extracted = processor.feature_extractor(
+            wave, sampling_rate=16000, padding=True, truncation=False, return_attention_mask=True
+        )  # the processor's own audio settings
+        frames = int(np.sum(extracted["attention_mask"][0]))
+        features[name] = np.asarray(extracted["input_features"][0], dtype=np.float32)[:, :frames]
+    return features
+
+
+def recordings(root: Path) -> dict[str, Path]:
+    names = {item["audio"] for items in TRANSCRIBE_CASES.values() for item in items}
+    names |= {case["audio"] for case in (*ALIGN_CASES.values(), *TIMESTAMP_CASES.values())}
+    return {name: write_asr_clip(root, name) for name in sorted(names)}
+
+
+def record_features_only() -> None:
+    """features-<vector unit>.npz: the official features as this machine computes them."""
     with tempfile.TemporaryDirectory() as scratch:
         root = Path(scratch)
-        names = {item["audio"] for items in TRANSCRIBE_CASES.values() for item in items}
-        names |= {case["audio"] for case in (*ALIGN_CASES.values(), *TIMESTAMP_CASES.values())}
-        audio = {name: write_asr_clip(root, name) for name in sorted(names)}
+        checkpoint = make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"])
+        processor = Qwen3ASRModel.from_pretrained(str(checkpoint), dtype=torch.float32, device_map="cpu").processor
+        features = official_features(processor, recordings(root))
+    path = ASR_FIXTURE_DIR / f"features-{torch.backends.cpu.get_cpu_capability().lower()}.npz"
+    np.savez_compressed(path, **features)
+    print(f"wrote {path}")
+
+
+def main() -> None:
+    ASR_FIXTURE_DIR.mkdir(parents=True, exist_ok=True)
+    if sys.argv[1:] == ["--features-only"]:
+        record_features_only()
+        return
+    with tempfile.TemporaryDirectory() as scratch:
+        root = Path(scratch)
+        audio = recordings(root)
         checkpoints = {name: make_asr_test_model(root / name, **spec) for name, spec in ASR_CHECKPOINTS.items()}
         fixture = {
             "checkpoints": {
@@ -236,17 +279,7 @@ def main() -> None:
         }
         official = Qwen3ASRModel.from_pretrained(str(checkpoints["asr"]), dtype=torch.float32, device_map="cpu")
         with_block_attention(official.model.thinker)
-        processor = official.processor
-        features = {}
-        for name, path in audio.items():
-            wave = normalize_audio_input(str(path))  # mono, 16 kHz, as transcribe() hands it on
-            if len(wave) > FEATURE_SECONDS * 16000:
-                continue
-            extracted = processor.feature_extractor(
-                wave, sampling_rate=16000, padding=True, truncation=False, return_attention_mask=True
-            )  # the processor's own audio settings
-            frames = int(np.sum(extracted["attention_mask"][0]))
-            features[name] = np.asarray(extracted["input_features"][0], dtype=np.float32)[:, :frames]
+        features = official_features(official.processor, audio)
         cut = features[ENCODER_CUT_CLIP]
         clips = {**features, **{f"{ENCODER_CUT_CLIP}:{frames}": cut[:, :frames] for frames in ENCODER_CUTS}}
         encoded = {}

@@ -37,6 +37,7 @@ class PrepackedLinear(nn.Module):
         self.packed = torch.ops.mkldnn._reorder_linear_weight(linear.weight.detach(), ROWS_HINT)
         self.bias = linear.bias
 
+    @torch.compiler.disable  # torch.compile cannot trace oneDNN's opaque weights: the layer runs as it does eagerly
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         if x.numel() != self.in_features:  # not a single row
             return torch.ops.mkldnn._linear_pointwise(x, self.packed, self.bias, "none", [], "")
