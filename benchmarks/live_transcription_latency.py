@@ -36,7 +36,7 @@ from qwen3_tts_server.engine.recognition import RecognitionEngine, load_transcri
 from qwen3_tts_server.model.asr.decoding import GreedyRows
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript, SpeechBoundary
+from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript, SpeechBoundary
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -21,8 +21,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
+from qwen3_tts_server.engine.synthesis import Engine
 from qwen3_tts_server.model.tts.prompt import SpeechInput
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.resources import release_free_memory, resident_memory_bytes

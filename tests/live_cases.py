@@ -11,7 +11,7 @@ from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import LiveSession, LiveTranscript
+from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript
 
 CHUNK = 32000  # samples: the algorithm's 2 s chunks at 16 kHz
 CLEAR = object()  # in `session_events`' feeds: the session is cleared there

@@ -10,7 +10,7 @@ from enum import IntEnum
 import numpy as np
 import pytest
 
-from qwen3_tts_server.service.audio_cache import (
+from qwen3_tts_server.service.speech.audio_cache import (
     CachedAudio,
     MemoryAudioCache,
     RedisAudioCache,
@@ -423,7 +423,7 @@ def test_redis_stopped_server_is_a_miss_and_a_skipped_put(redis_server, caplog):
         finally:
             await cache.close()
 
-    with caplog.at_level(logging.WARNING, logger="qwen3_tts_server.service.audio_cache"):
+    with caplog.at_level(logging.WARNING, logger="qwen3_tts_server.service.speech.audio_cache"):
         results, elapsed, counters = run(scenario())
     assert results == [None] * 5
     assert elapsed < 3, "a dead Redis must not stall requests in retries"

@@ -21,9 +21,9 @@ import soundfile as sf
 from in_process import make_app, run_in_app
 from parity_cases import write_reference
 from qwen3_tts_server.engine.model_manager import ModelManager
-from qwen3_tts_server.service.preset_voices import make_preset_voices
-from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
-from qwen3_tts_server.service.voices import OPENAI_VOICES
+from qwen3_tts_server.service.speech.preset_voices import make_preset_voices
+from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.speech.voice_names import OPENAI_VOICES
 
 TEXT = "Hello from the earlier server's clients."
 SEEDED = {"input": TEXT, "seed": 3, "language": "English"}

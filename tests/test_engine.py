@@ -11,8 +11,8 @@ from functools import partial
 import numpy as np
 import pytest
 
-from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
+from qwen3_tts_server.engine.synthesis import Engine
 from qwen3_tts_server.errors import EngineBusyError, InvalidInputError, RequestTimeoutError
 from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.prompt import SpeechInput

@@ -19,10 +19,10 @@ from starlette.testclient import TestClient
 from in_process import make_app, run_in_app
 from qwen3_tts_server.api.app import create_app
 from qwen3_tts_server.config import Settings
-from qwen3_tts_server.engine import engine as engine_module
-from qwen3_tts_server.engine.engine import SYNTHESIS_FAILED, Engine, typed_error
+from qwen3_tts_server.engine import synthesis as engine_module
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.engine.registry import HostedModel, ModelRegistry
+from qwen3_tts_server.engine.synthesis import SYNTHESIS_FAILED, Engine, typed_error
 from qwen3_tts_server.errors import EngineOutOfMemoryError, EngineStoppedError, SynthesisFailedError, TTSError
 from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel

@@ -20,7 +20,7 @@ from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.errors import CheckpointError, ModelUnavailableError
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
-from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary
 
 SPEECH = {"model": "tts-1", "voice": "alloy", "input": "Faults happen.", "response_format": "wav", "stream": False}
 

@@ -14,8 +14,8 @@ import pytest
 import torch
 
 from qwen3_tts_server.bench.agreement import agreement, forced_predictions, greedy_reference
-from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.jobs import SpeechJob
+from qwen3_tts_server.engine.synthesis import Engine
 from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.sampling import stream_uniform
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel

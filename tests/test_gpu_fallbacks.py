@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 from in_process import make_app, run_in_app
-from qwen3_tts_server.engine import engine as engine_module
+from qwen3_tts_server.engine import synthesis as engine_module
 from qwen3_tts_server.model.cpu_linear import PrepackedLinear
 from qwen3_tts_server.model.quantization import Int8Linear, PackedLinear
 from qwen3_tts_server.model.tts.generation import FrameGenerator

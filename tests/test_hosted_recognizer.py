@@ -13,9 +13,9 @@ from wyoming.client import AsyncTcpClient
 from wyoming.info import Describe, Info
 
 from qwen3_tts_server.config import Settings
-from qwen3_tts_server.engine.engine import Engine
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.engine.registry import HostedAligner, ModelRegistry, checkpoint_footprint
+from qwen3_tts_server.engine.synthesis import Engine
 from qwen3_tts_server.errors import ConfigurationError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
@@ -23,7 +23,7 @@ from qwen3_tts_server.model.checkpoint import weight_files
 from qwen3_tts_server.model.footprint import weight_bytes
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
-from qwen3_tts_server.service.recognition import RecognitionService, TranscriptionRequest
+from qwen3_tts_server.service.recognition.transcription import RecognitionService, TranscriptionRequest
 from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_recognition_service import wav_bytes

@@ -1,4 +1,4 @@
-"""Live sessions (service/live_recognition.py) on the tiny transcriber through the recognition engine: a partial
+"""Live sessions (service/recognition/live.py) on the tiny transcriber through the recognition engine: a partial
 after every 2 s pass and a final after the tail, the same texts the model-layer utterance gives alone; utterances
 cut by voice activity on speech spoken by espeak-ng, at 24 kHz; a session closed mid-utterance gets its final; the
 audio waiting for passes is bounded; a transcriber's live session slots are taken and given back however a
@@ -25,8 +25,8 @@ from qwen3_tts_server.errors import (
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import PromptHead, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import Committed, LiveSession, LiveTranscript, SpeechBoundary
-from qwen3_tts_server.service.live_session_slots import LiveSessionSlots
+from qwen3_tts_server.service.recognition.live import Committed, LiveSession, LiveTranscript, SpeechBoundary
+from qwen3_tts_server.service.recognition.live_slots import LiveSessionSlots
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
 

@@ -12,14 +12,14 @@ import numpy as np
 import pytest
 
 from in_process import make_app, run_in_app
-from qwen3_tts_server.api.schemas import SpeechRequest
-from qwen3_tts_server.engine.engine import Engine
+from qwen3_tts_server.api.speech.schemas import SpeechRequest
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.engine.registry import ModelRegistry
-from qwen3_tts_server.service.cloning import VoiceCloner
-from qwen3_tts_server.service.speech import SpeechService
-from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
-from qwen3_tts_server.service.voices import VoiceService
+from qwen3_tts_server.engine.synthesis import Engine
+from qwen3_tts_server.service.speech.cloning import VoiceCloner
+from qwen3_tts_server.service.speech.synthesis import SpeechService
+from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.speech.voices import VoiceService
 
 SENTENCES = [
     "The museum opens at 9:30 on weekdays and the tickets cost $12 for adults.",
@@ -134,6 +134,6 @@ def test_the_spoken_text_is_logged_at_debug_level(models, tmp_path, caplog):
         body = {"voice": "vivian", "input": "The ticket costs $12 today.", "stream": False, "response_format": "pcm"}
         return await http.post("/v1/audio/speech", json=body)
 
-    with caplog.at_level("DEBUG", logger="qwen3_tts_server.service.speech"):
+    with caplog.at_level("DEBUG", logger="qwen3_tts_server.service.speech.synthesis"):
         assert run_in_app(app, scenario).status_code == 200
     assert "[('english', 'The ticket costs twelve dollars today.')]" in caplog.text

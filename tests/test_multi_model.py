@@ -36,8 +36,9 @@ from qwen3_tts_server.errors import (
 )
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
-from qwen3_tts_server.service.routing import route, route_recognizer
-from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.recognition.routing import route_recognizer
+from qwen3_tts_server.service.speech.routing import route
+from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary
 from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 

@@ -36,8 +36,8 @@ from qwen3_tts_server.audio.decoding import pcm_samples
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.live_recognition import LiveTranscript
-from qwen3_tts_server.service.realtime_transcription import REALTIME_TRANSCRIPTION
+from qwen3_tts_server.service.recognition.live import LiveTranscript
+from qwen3_tts_server.service.recognition.realtime import REALTIME_TRANSCRIPTION
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)
 from test_voice_activity import audible, conversation, spoken  # noqa: F401 (a fixture)

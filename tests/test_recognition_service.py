@@ -1,6 +1,6 @@
-"""Transcribing an upload through the recognition engine (service/recognition.py), on the tiny random-weight
-transcriber: the transcript is the one the transcriber gives offline for the same bytes, long audio included;
-the streamed text arrives in order and adds up to what was decoded; bad input is refused before anything is
+"""Transcribing an upload through the recognition engine (service/recognition/transcription.py), on the tiny
+random-weight transcriber: the transcript is the one the transcriber gives offline for the same bytes, long audio
+included; the streamed text arrives in order and adds up to what was decoded; bad input is refused before anything is
 queued; a client that leaves cancels every part."""
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from qwen3_tts_server.model.asr import transcriber as transcriber_module
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
 from qwen3_tts_server.model.asr.transcript import ASR_TEXT
-from qwen3_tts_server.service import recognition
-from qwen3_tts_server.service.recognition import (
+from qwen3_tts_server.service.recognition import transcription as recognition
+from qwen3_tts_server.service.recognition.transcription import (
     RecognitionService,
     TextDelta,
     Transcript,

@@ -13,7 +13,7 @@ import torch
 
 from qwen3_tts_server.errors import NotFoundError
 from qwen3_tts_server.model.tts.voice_prompt import VoicePrompt
-from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary
 
 
 def prompt(seed: int) -> VoicePrompt:
@@ -50,7 +50,7 @@ def test_a_voice_deleted_by_another_process_is_not_served_from_the_prompt_cache(
     kept = library.add("Kept", prompt(3))
     assert library.clone_prompt(voice).id == prompt(2).id  # cached
     script = (
-        "import sys\nfrom qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary\n"
+        "import sys\nfrom qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary\n"
         "VoiceLibrary(sys.argv[1], PromptCache(0)).delete(sys.argv[2])"
     )
     subprocess.run([sys.executable, "-c", script, str(tmp_path), voice.id], check=True, timeout=120)

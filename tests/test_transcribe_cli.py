@@ -20,7 +20,7 @@ from qwen3_tts_server.errors import InvalidInputError
 from qwen3_tts_server.model.asr.languages import SUPPORTED_LANGUAGES, language_code, resolve_language
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import TimedWord
-from qwen3_tts_server.service.subtitles import (
+from qwen3_tts_server.service.recognition.subtitles import (
     CueRules,
     estimated_words,
     subtitle_cues,

@@ -17,10 +17,10 @@ import pytest
 import soundfile as sf
 
 from audio_files import encode_with_pyav
-from qwen3_tts_server.api.transcriptions import _earlier_events
+from qwen3_tts_server.api.recognition.transcriptions import _earlier_events
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
-from qwen3_tts_server.service.recognition import TextDelta, Transcript, TranscriptSegment, visible_text
+from qwen3_tts_server.service.recognition.transcription import TextDelta, Transcript, TranscriptSegment, visible_text
 from qwen3_tts_server.testing.live_server import live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 

@@ -21,7 +21,7 @@ from hypothesis import strategies as st
 from audio_files import encode_with_pyav
 from qwen3_tts_server.api.limits import MULTIPART_OVERHEAD
 from qwen3_tts_server.config import MAX_TRANSCRIPTION_BYTES
-from qwen3_tts_server.service.recognition import MAX_CONTEXT_TOKENS
+from qwen3_tts_server.service.recognition.transcription import MAX_CONTEXT_TOKENS
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 

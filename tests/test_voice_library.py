@@ -17,7 +17,7 @@ from in_process import make_app, run_in_app
 from parity_cases import REF_TEXT, write_reference
 from qwen3_tts_server.api.schemas import MAX_UPLOAD_BYTES
 from qwen3_tts_server.errors import NotFoundError
-from qwen3_tts_server.service.voice_library import PromptCache, VoiceLibrary
+from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibrary
 from qwen3_tts_server.testing.live_server import live_server
 
 REF = "ref_16k_mono.wav"

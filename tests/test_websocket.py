@@ -12,7 +12,7 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 from websockets.exceptions import ConnectionClosed
 
-from qwen3_tts_server.service.realtime import LOOKAHEAD_CLAUSES, SPEECH_SOCKET
+from qwen3_tts_server.service.speech.realtime import LOOKAHEAD_CLAUSES, SPEECH_SOCKET
 from qwen3_tts_server.testing.live_server import live_server
 
 PCM_FRAME_BYTES = 1920 * 2  # 80 ms of 16-bit samples at 24 kHz

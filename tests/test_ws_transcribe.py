@@ -12,7 +12,7 @@ import numpy as np
 from websockets.asyncio.client import ClientConnection, connect
 
 from live_cases import pass_by_pass
-from qwen3_tts_server.api.live_transcription import LIVE_TRANSCRIBE
+from qwen3_tts_server.api.recognition.live import LIVE_TRANSCRIBE
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import server, transcriber  # noqa: F401 (fixtures)

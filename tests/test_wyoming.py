@@ -27,7 +27,7 @@ from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from in_process import make_app
-from qwen3_tts_server.api.realtime import parse_request
+from qwen3_tts_server.api.speech.realtime import parse_request
 from qwen3_tts_server.testing.live_server import free_port, live_server
 from qwen3_tts_server.wyoming_server import WyomingBackend, WyomingServer
 from qwen3_tts_server.wyoming_server.handler import WYOMING

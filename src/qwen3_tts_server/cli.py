@@ -70,8 +70,8 @@ def _synth(args: argparse.Namespace) -> int:
 
     from .audio.seams import fade_seams
     from .model.tts.tts_model import Qwen3TTSModel
-    from .service.preparation import prepare_text
-    from .service.requests import SamplingOverrides
+    from .service.speech.preparation import prepare_text
+    from .service.speech.requests import SamplingOverrides
 
     if args.text_file is not None:
         try:
@@ -151,7 +151,7 @@ def _routed_checkpoint(args: argparse.Namespace) -> str:
     from .engine.registry import HostedModel, ModelRegistry
     from .model.checkpoint import resolve_checkpoint
     from .model.tts.loading import prepare_loading
-    from .service.routing import route
+    from .service.speech.routing import route
 
     hosted = [
         HostedModel(model_id_of(source), source, ModelManager(lambda: None, describe=partial(prepare_loading, source)))
@@ -221,8 +221,8 @@ def _add_make_preset_voices(sub: argparse._SubParsersAction) -> None:
 def _make_preset_voices(args: argparse.Namespace) -> int:
     from .config import from_args
     from .model.tts.tts_model import Qwen3TTSModel
-    from .service.preset_voices import MAX_REFERENCE_FRAMES, make_preset_voices
-    from .service.voice_library import PromptCache, VoiceLibrary, default_data_dir
+    from .service.speech.preset_voices import MAX_REFERENCE_FRAMES, make_preset_voices
+    from .service.speech.voice_library import PromptCache, VoiceLibrary, default_data_dir
 
     settings = from_args(args)
     device = settings.resolved_device()

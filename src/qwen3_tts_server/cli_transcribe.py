@@ -59,7 +59,7 @@ def _read(path: Path) -> Any:
 
 def _rendered(result: Any, name: str, form: str) -> str:
     from .model.asr.languages import language_code
-    from .service.subtitles import subtitle_cues, to_srt, to_webvtt
+    from .service.recognition.subtitles import subtitle_cues, to_srt, to_webvtt
 
     if form == "text":
         return result.text + "\n"

@@ -47,7 +47,7 @@ def prepare_model(settings: Settings) -> PreparedModel:
     fails here, before a port is bound."""
     from .model.device import parse_device
     from .model.quantization import parse_quantization
-    from .service.voice_library import default_data_dir
+    from .service.speech.voice_library import default_data_dir
 
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)

@@ -11,11 +11,11 @@ from fastapi.middleware.cors import CORSMiddleware
 
 from .. import __version__
 from ..config import Settings
-from ..engine.engine import Engine
 from ..engine.model_manager import ModelManager
 from ..engine.placement import helper_thread_pool
 from ..engine.recognition import RecognitionEngine
 from ..engine.registry import ModelRegistry
+from ..engine.synthesis import Engine
 from ..http_contract import (
     CORS_EXPOSED_HEADERS,
     CORS_MAX_AGE,
@@ -26,32 +26,26 @@ from ..http_contract import (
     is_open_path,
     key_accepted,
 )
-from ..service.audio_cache import build_audio_cache
-from ..service.cloning import VoiceCloner
 from ..service.metrics import CacheCounts, Metrics
-from ..service.recognition import RecognitionService
-from ..service.speech import SpeechService
-from ..service.translation import Translator
-from ..service.voice_library import PromptCache, VoiceLibrary, default_data_dir
-from ..service.voices import VoiceService
+from ..service.recognition.transcription import RecognitionService
+from ..service.recognition.translation import Translator
+from ..service.speech.audio_cache import build_audio_cache
+from ..service.speech.cloning import VoiceCloner
+from ..service.speech.synthesis import SpeechService
+from ..service.speech.voice_library import PromptCache, VoiceLibrary, default_data_dir
+from ..service.speech.voices import VoiceService
 from ..text.frontend import warm_up_text_front_end
 from ..wyoming_server import WyomingBackend, WyomingServer
-from . import (
-    discovery,
-    live_transcription,
-    operations,
-    playground,
-    realtime,
-    realtime_transcription,
-    speech,
-    transcriptions,
-    translations,
-    voices,
-)
+from . import discovery, operations, playground
 from .dependencies import Services
 from .errors import envelope, failures, install_error_handlers
 from .limits import install_limits
 from .observability import InFlight, RequestObserver
+from .recognition import live as live_transcription
+from .recognition import realtime as realtime_transcription
+from .recognition import transcriptions, translations
+from .speech import realtime, voices
+from .speech import routes as speech
 
 
 def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> FastAPI:

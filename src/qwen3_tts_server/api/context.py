@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from collections.abc import MutableMapping
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from starlette.requests import HTTPConnection
 
-from ..service.speech_stream import SpeechOutput
+if TYPE_CHECKING:  # only named: the context is shared by both families' routes
+    from ..service.speech.stream import SpeechOutput
 
 _SCOPE_KEY = "qwen3_tts_server.request"
 

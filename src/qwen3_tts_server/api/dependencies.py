@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 from fastapi import Depends
 from starlette.requests import HTTPConnection
 
 from ..config import Settings
 from ..engine.registry import ModelRegistry
-from ..service.audio_cache import AudioCache
 from ..service.metrics import Metrics
-from ..service.recognition import RecognitionService
-from ..service.speech import SpeechService
-from ..service.translation import Translator
-from ..service.voices import VoiceService
 from .context import RequestContext, request_context
+
+if TYPE_CHECKING:  # only named here: each family's routes import their own services
+    from ..service.recognition.transcription import RecognitionService
+    from ..service.recognition.translation import Translator
+    from ..service.speech.audio_cache import AudioCache
+    from ..service.speech.synthesis import SpeechService
+    from ..service.speech.voices import VoiceService
 
 
 @dataclass(frozen=True)
@@ -39,19 +41,9 @@ async def services(connection: HTTPConnection) -> Services:
     return connection.app.state.services
 
 
-async def speech_service(connection: HTTPConnection) -> SpeechService:
-    return connection.app.state.services.speech
-
-
-async def voice_service(connection: HTTPConnection) -> VoiceService:
-    return connection.app.state.services.voices
-
-
 async def current_context(connection: HTTPConnection) -> RequestContext:
     return request_context(connection)
 
 
 ServicesDep = Annotated[Services, Depends(services)]
-SpeechServiceDep = Annotated[SpeechService, Depends(speech_service)]
-VoiceServiceDep = Annotated[VoiceService, Depends(voice_service)]
 ContextDep = Annotated[RequestContext, Depends(current_context)]

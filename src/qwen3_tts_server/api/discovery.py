@@ -10,7 +10,7 @@ from fastapi.responses import JSONResponse
 from ..engine.registry import HostedModel, ModelRegistry
 from ..errors import TTSError
 from ..service.health import earlier_server_keys, health_report, loaded_model_id
-from ..service.routing import OPENAI_MODELS, route, short_name
+from ..service.speech.routing import OPENAI_MODELS, route, short_name
 from .dependencies import ServicesDep
 
 router = APIRouter()

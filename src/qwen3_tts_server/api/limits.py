@@ -9,7 +9,7 @@ that every refusal is logged and counted):
   body is in, nothing is timed, so a streamed response may take as long as it takes;
 - open WebSockets: at most MAX_WEBSOCKETS; past it a new one is accepted and closed at once with 1013 (try
   again later), which every client sees, where a refused handshake would reach browsers as a bare failure.
-- live recognition sessions: at most LIVE_MAX_SESSIONS a transcriber (`service/live_session_slots.py`); the live
+- live recognition sessions: at most LIVE_MAX_SESSIONS a transcriber (`service/recognition/live_slots.py`); the live
   routes close a refused one with 1013 too, after the error (`refusal_close_code`).
 
 A refusal answers at once with the error envelope and `Connection: close`, and closes once what the client still

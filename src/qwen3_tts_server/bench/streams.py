@@ -17,8 +17,8 @@ from pathlib import Path
 
 import torch
 
-from ..engine.engine import Engine
 from ..engine.jobs import SpeechJob
+from ..engine.synthesis import Engine
 from ..model.tts.prompt import SpeechInput
 from ..model.tts.tts_model import Qwen3TTSModel
 from ..model.tts.voice_prompt import VoicePrompt

@@ -7,7 +7,7 @@ OpenMP runtime stops spinning between the many small parallel regions of a frame
 instead. Measured on 2 cores (0.6B, int8, one row): 82 ms a step alone, 124 ms with one idle two-thread pool beside
 it. So the threads that serve the event loop (`helper_thread_pool`: voice cloning, text preparation) run torch on
 one thread; the model loads on a thread that ends when it is done, on one thread when another model may be serving;
-and an engine thread ends when it has had no work for a while (`engine.py`), taking its pool with it."""
+and an engine thread ends when it has had no work for a while (`rows.py`), taking its pool with it."""
 
 from __future__ import annotations
 

@@ -20,10 +20,10 @@ from ..model.asr.loading import AsrDescription, asr_fingerprint
 from ..model.checkpoint import checkpoint_fingerprint, weight_files
 from ..model.footprint import file_digest, weight_bytes
 from ..model.tts.config import TTSConfig
-from .engine import MAX_RETRY_AFTER, Engine
 from .model_manager import ModelManager, ModelState
 from .recognition import RecognitionEngine
 from .rows import RowEngine
+from .synthesis import MAX_RETRY_AFTER, Engine
 
 log = logging.getLogger(__name__)
 NO_SPEECH_MODEL = (

@@ -1,4 +1,4 @@
-"""What every engine shares, synthesis (`engine.py`) and recognition (`recognition.py`) alike: one thread that owns
+"""What every engine shares, synthesis (`synthesis.py`) and recognition (`recognition.py`) alike: one thread that owns
 a model and serves requests in the rows of a batch, continuously (rows join and leave between steps).
 
 The thread exists while there is work for it: it starts when the model loads or a job arrives, and ends once it has

@@ -1,1 +1,2 @@
-"""Services between the API and the engine: encoding, text front end, voices."""
+"""Services between the API and the engine: speech (`speech/`) and recognition (`recognition/`) side by side,
+the health report and the metrics beside them."""

@@ -5,40 +5,17 @@ from __future__ import annotations
 
 import asyncio
 import os
-from typing import Protocol
 
 import torch
 
 from .. import __version__
-from ..engine.engine import Engine
 from ..engine.registry import HostedModel
+from ..engine.synthesis import Engine
 from ..resources import open_descriptors, os_threads, resident_memory_bytes
 from ..text.frontend import text_cache_entries
-from .audio_cache import AudioCache
-from .voice_library import VoiceLibrary
-
-
-class LoadedModel(Protocol):
-    """What /health reports of a loaded model, a speech model or a transcriber."""
-
-    @property
-    def model_type(self) -> str: ...
-
-    @property
-    def device(self) -> torch.device: ...
-
-    @property
-    def dtype(self) -> torch.dtype: ...
-
-    @property
-    def quantization_state(self) -> str: ...
-
-
-def gpu_memory(model: LoadedModel | None) -> tuple[int, int] | None:
-    """(allocated, reserved) bytes on the model's GPU; None on a CPU or with no model loaded."""
-    if model is None or model.device.type != "cuda":
-        return None
-    return torch.cuda.memory_allocated(model.device), torch.cuda.memory_reserved(model.device)
+from .loaded_model import LoadedModel, gpu_memory
+from .speech.audio_cache import AudioCache
+from .speech.voice_library import VoiceLibrary
 
 
 def audio_cache_report(cache: AudioCache | None) -> dict | None:

@@ -15,7 +15,7 @@ from prometheus_client.registry import Collector
 
 from ..engine.model_manager import ModelState
 from ..engine.registry import ModelRegistry
-from .health import gpu_memory
+from .loaded_model import gpu_memory
 
 LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 300)
 STEP_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.02, 0.04, 0.08, 0.16, 0.32, 0.64, 1.28)

@@ -5,10 +5,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..engine.registry import ModelRegistry
-from ..service.realtime import RequestParser
-from ..service.recognition import RecognitionService
-from ..service.speech import SpeechService
-from ..service.voices import VoiceService
+from ..service.recognition.transcription import RecognitionService
+from ..service.speech.realtime import RequestParser
+from ..service.speech.synthesis import SpeechService
+from ..service.speech.voices import VoiceService
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,76 @@
+"""WS /v1/realtime?intent=transcription: OpenAI's realtime transcription sessions (protocol in
+service/recognition/realtime.py). The beta form is the one asked for with the header `OpenAI-Beta: realtime=v1`;
+`?model=` (which some clients add) names the transcriber as `input_audio_transcription.model` does. A session idle for
+LIVE_IDLE_TIMEOUT seconds (`live_idle.py`) gets an `idle_timeout` error, then close 1001; once the client is gone,
+its session's work stops at once."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+
+from fastapi import APIRouter, WebSocket
+from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
+
+from ...errors import IdleTimeoutError, InvalidInputError, TTSError
+from ...service.recognition.realtime import RealtimeTranscription, error_event
+from ..dependencies import ServicesDep
+from ..limits import refusal_close_code
+from ..websockets import accepted
+from .live_idle import IDLE_CLOSE_CODE, IdleClock
+
+router = APIRouter()
+
+
+class _Sender:
+    """Events as JSON text messages; once the socket is gone, nothing more is sent."""
+
+    def __init__(self, websocket: WebSocket, idle: IdleClock):
+        self.websocket, self.idle, self.open = websocket, idle, True
+
+    async def __call__(self, payload: dict) -> None:
+        if not self.open:
+            return
+        try:
+            await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
+            self.idle.touch()
+        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            self.open = False
+
+
+@router.websocket("/v1/realtime")
+async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
+    settings = services.settings
+    if not await accepted(websocket, settings.accepted_keys()):
+        return
+    idle = IdleClock(settings.live_idle_timeout)
+    send = _Sender(websocket, idle)
+    if websocket.query_params.get("intent") != "transcription":
+        refusal = InvalidInputError("this server serves realtime transcription sessions: ?intent=transcription")
+        await send(error_event(refusal))
+        await websocket.close(code=1008)
+        return
+    beta = "realtime=v1" in websocket.headers.get("openai-beta", "")
+    session = RealtimeTranscription(
+        services.registry, services.recognition, send, beta, settings.live_max_pending_seconds
+    )
+    session.options.model = websocket.query_params.get("model")
+    try:
+        await session.open()
+    except TTSError as error:  # no transcriber hosted, every live session slot taken, or the model could not load
+        await send(error_event(error))
+        await websocket.close(code=refusal_close_code(error))
+        return
+    try:
+        while (message := await idle.receive(websocket))["type"] != "websocket.disconnect":
+            if message.get("text") is not None:
+                await session.handle(message["text"])
+            # binary frames (a client's keepalive) carry nothing here
+    except IdleTimeoutError as error:
+        await send(error_event(error))
+        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            await websocket.close(code=IDLE_CLOSE_CODE)
+    except (WebSocketDisconnect, WebSocketDisconnected):
+        pass
+    finally:
+        await session.close()

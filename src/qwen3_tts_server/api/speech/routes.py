@@ -1,0 +1,154 @@
+"""POST /v1/audio/speech (streamed audio in every format, SSE, or the whole file at once), the inline-clone
+route /v1/audio/speech/clone, and the earlier server's /v1/audio/speech/stream and /stream/pcm."""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import json
+from collections.abc import AsyncIterator
+from typing import Annotated
+
+from fastapi import APIRouter, Form, Request
+from fastapi.responses import Response, StreamingResponse
+
+from ...audio.encoding import FORMATS
+from ...errors import TTSError, error_body
+from ...service.speech.stream import SpeechOutput
+from ...service.speech.synthesis import SpeechService
+from ..context import RequestContext
+from ..dependencies import ContextDep
+from ..schemas import answers
+from ..uploads import read_upload
+from .dependencies import SpeechServiceDep
+from .schemas import CloneSpeechForm, SpeechOptions, SpeechRequest
+
+router = APIRouter()
+
+
+AUDIO_TYPES = list(dict.fromkeys(audio.media_type for audio in FORMATS.values()))
+SPEECH_ANSWERS = answers(
+    'Speech in the `response_format`\'s media type, streamed while it is made (whole with `"stream": false`), '
+    "or with `stream_format` `sse` as server-sent events",
+    *AUDIO_TYPES,
+    "text/event-stream",
+)
+STREAM_HEADERS = {"X-Accel-Buffering": "no", "Cache-Control": "no-cache"}
+CLIENT_CLOSED_REQUEST = 499  # the status logged for a whole-file request whose client left (nginx's code)
+
+
+async def speak(service: SpeechService, context: RequestContext, body: SpeechRequest) -> SpeechOutput:
+    """The body's audio, its particulars handed to the request log and the metrics (api/observability.py)."""
+    speech = await service.speak(body.synthesis())
+    context.record_speech(speech, body.voice_name or "default", body.format_name, len(body.input))
+    return speech
+
+
+async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -> Response:
+    headers = speech.text_headers(body.include_text)
+    if body.stream_format == "sse":
+        events = speech.sse(body.include_text)
+        return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **headers})
+    if body.stream:
+        audio = await _started(speech)
+        return StreamingResponse(audio, media_type=speech.media_type, headers={**STREAM_HEADERS, **headers})
+    content = await _whole(request, speech)
+    if content is None:
+        return Response(status_code=CLIENT_CLOSED_REQUEST)
+    return Response(content, media_type=speech.media_type, headers={**headers, **speech.result_headers()})
+
+
+async def _started(speech: SpeechOutput) -> AsyncIterator[bytes]:
+    """`speech.audio()` once its first piece is made: a failure before any audio (a prefill that failed, out of
+    memory) is raised here, while the status can still say so, instead of a 200 cut short."""
+    parts = speech.audio()
+    first = await anext(parts, b"")
+
+    async def audio() -> AsyncIterator[bytes]:
+        try:
+            yield first
+            async for part in parts:
+                yield part
+        finally:
+            await parts.aclose()
+
+    return audio()
+
+
+async def _whole(request: Request, speech: SpeechOutput) -> bytes | None:
+    """The whole file, or None when the client leaves first: its engine rows are freed at once."""
+
+    async def client_left() -> None:
+        while (await request.receive())["type"] != "http.disconnect":
+            pass
+
+    audio, left = asyncio.ensure_future(speech.whole()), asyncio.ensure_future(client_left())
+    try:
+        await asyncio.wait({audio, left}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in (audio, left):
+            task.cancel()
+        await speech.aclose()
+    return audio.result() if audio.done() and not audio.cancelled() else None
+
+
+@router.post("/v1/audio/speech", response_class=Response, responses=SPEECH_ANSWERS)
+async def create_speech(body: SpeechRequest, request: Request, service: SpeechServiceDep, context: ContextDep):
+    speech = await speak(service, context, body)
+    return await respond(request, speech, body)
+
+
+@router.post("/v1/audio/speech/clone", response_class=Response, responses=SPEECH_ANSWERS)
+async def clone_speech(
+    form: Annotated[CloneSpeechForm, Form()], request: Request, service: SpeechServiceDep, context: ContextDep
+):
+    """Speech in a voice cloned from the uploaded reference; the clone prompt is cached by content hash."""
+    upload, field = form.recording()
+    audio = await read_upload(upload, field)
+    speech = await service.clone_and_speak(form.synthesis(), audio, form.ref_text, form.mode, field)
+    context.record_speech(speech, "clone", form.format_name, len(form.input))
+    return await respond(request, speech, form)
+
+
+@router.post(
+    "/v1/audio/speech/stream",
+    response_class=Response,
+    responses=answers("Base64 lines of 16-bit PCM, then `[DONE]`", "text/event-stream"),
+)
+async def stream_speech_sse(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
+    """The earlier server's SSE path, as its clients read it: each `data:` line is the base64 of raw 16-bit PCM,
+    then `data: [DONE]` (OpenAI-shaped events are POST /v1/audio/speech with stream_format=sse). A failure after
+    the first line is an `event: error` whose data is the error envelope, and no [DONE]."""
+    body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
+    speech = await speak(service, context, body)
+
+    async def events():
+        try:
+            async for pcm in speech.audio():
+                yield b"data: " + base64.b64encode(pcm) + b"\n\n"
+        except TTSError as exc:
+            yield b"event: error\ndata: " + json.dumps({"error": error_body(exc)}).encode() + b"\n\n"
+            return
+        yield b"data: [DONE]\n\n"
+
+    headers = {**STREAM_HEADERS, **speech.text_headers(body.include_text)}
+    return StreamingResponse(events(), media_type="text/event-stream", headers=headers)
+
+
+@router.post(
+    "/v1/audio/speech/stream/pcm",
+    response_class=Response,
+    responses=answers("16-bit little-endian mono PCM, its rate in `X-PCM-Sample-Rate`", "audio/pcm"),
+)
+async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, context: ContextDep):
+    """The earlier server's raw PCM path: 16-bit little-endian mono, format given in headers."""
+    body = body.model_copy(update={"response_format": "pcm", "stream_format": "audio"})
+    speech = await speak(service, context, body)
+    headers = {
+        **STREAM_HEADERS,
+        **speech.text_headers(body.include_text),
+        "X-PCM-Sample-Rate": str(speech.sample_rate),
+        "X-PCM-Bit-Depth": "16",
+        "X-PCM-Channels": "1",
+    }
+    return StreamingResponse(await _started(speech), media_type="audio/pcm", headers=headers)

@@ -1,0 +1,22 @@
+"""What every WebSocket route does first: accept the connection and check its API key."""
+
+from __future__ import annotations
+
+from fastapi import WebSocket
+
+from ..http_contract import key_accepted
+
+
+def authorized(websocket: WebSocket, keys: list[str]) -> bool:
+    """A key as a bearer header, or as `?api_key=` for browsers, which cannot set WebSocket headers."""
+    return key_accepted(keys, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
+
+
+async def accepted(websocket: WebSocket, keys: list[str]) -> bool:
+    """Accept the WebSocket; False, once closed with 1008, when its key is missing or wrong (closed after the
+    handshake so that browsers, which never see a refused handshake's status, learn why)."""
+    await websocket.accept()
+    if authorized(websocket, keys):
+        return True
+    await websocket.close(code=1008, reason="missing or wrong API key")
+    return False
