@@ -14,6 +14,7 @@ import pytest
 from qwen3_tts_server.cli import build_parser
 from qwen3_tts_server.config import (
     DEFAULT_MODEL,
+    SETTING_GROUPS,
     UNSUPPORTED_VARIABLES,
     Settings,
     from_args,
@@ -59,6 +60,12 @@ def run_cli(*args: str, env: dict[str, str], cwd: Path) -> subprocess.CompletedP
 def test_the_earlier_servers_names_are_all_settings():
     assert set(SEED_NAMES) <= set(Settings().effective())
     assert all(info.description for info in Settings.model_fields.values())
+
+
+def test_settings_are_the_fields_of_their_groups():
+    """Each setting belongs to exactly one group, `Settings` has no field of its own, and its fields come group by
+    group in SETTING_GROUPS' order (the order of --help, `config` and the settings reference)."""
+    assert list(Settings.model_fields) == [name for group in SETTING_GROUPS for name in group.model_fields]
 
 
 def test_environment_then_dotenv_then_flags(clean_env, tmp_path):

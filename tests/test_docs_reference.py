@@ -13,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tools" / "docs"))
 import reference  # noqa: E402
 
 from qwen3_tts_server.cli import build_parser  # noqa: E402
-from qwen3_tts_server.config import Settings, env_name  # noqa: E402
+from qwen3_tts_server.config import SETTING_GROUPS, Settings, env_name  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -27,6 +27,18 @@ def test_every_setting_has_its_row():
     for name in Settings.model_fields:
         assert f"| `{env_name(name)}`" in page and f"`--{name.replace('_', '-')}`" in page, name
     assert "`ASR_USE_SERVER_VAD`" in page  # an alias the earlier server used, beside its setting
+
+
+def test_every_setting_is_listed_once_under_its_groups_heading():
+    page = reference.settings_page()
+    sections = dict(section.split("\n", 1) for section in page.split("\n## ")[1:])
+    assert list(sections) == [group.title for group in SETTING_GROUPS]
+    assert sorted(name for group in SETTING_GROUPS for name in group.model_fields) == sorted(Settings.model_fields)
+    for group in SETTING_GROUPS:
+        assert group.model_fields, group.title
+        for name in group.model_fields:
+            row = f"| `{env_name(name)}`"
+            assert page.count(row) == 1 and row in sections[group.title], (group.title, name)
 
 
 def test_every_command_has_its_help():

@@ -1,11 +1,12 @@
-"""The documentation's reference pages, written from the code as it stands: every setting from `Settings`, every
-command from the CLI's parser, every HTTP route from the app's OpenAPI schema, every Prometheus metric from its
-registry. `mkdocs build` writes them (tools/docs/hooks.py); nothing here is copied by hand."""
+"""The documentation's reference pages, written from the code as it stands: every setting from `Settings`, by
+group, every command from the CLI's parser, every HTTP route from the app's OpenAPI schema, every Prometheus metric
+from its registry. `mkdocs build` writes them (tools/docs/hooks.py); nothing here is copied by hand."""
 
 from __future__ import annotations
 
 import argparse
 import ast
+import inspect
 import json
 import os
 import re
@@ -16,10 +17,11 @@ from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
+from pydantic.fields import FieldInfo
 
 import qwen3_tts_server
 from qwen3_tts_server.cli import build_parser
-from qwen3_tts_server.config import FLAG_ALIASES, Settings, env_name
+from qwen3_tts_server.config import FLAG_ALIASES, SETTING_GROUPS, Settings, env_name
 from qwen3_tts_server.protocols import WireProtocol
 
 GENERATED = "<!-- Written by tools/docs at build time from the code: edit the code, not this page. -->\n\n"
@@ -31,30 +33,36 @@ def cell(text: object) -> str:
 
 
 def settings_page() -> str:
-    """Every setting: its variable, its flag, its default and what it does."""
+    """Every setting, by group (the groups `Settings` is composed of): its variable, its flag, its default and
+    what it does."""
     lines = [
         "# Settings\n",
         GENERATED,
         "Every setting is read from the environment (the variable's name), from `./.env`, or from the flag of "
         "`qwen3-tts-server serve` (and of the commands that take it); a flag wins over the environment. A bad value "
         "stops the start and names the variable.\n",
-        "| variable | flag | default | what it does |",
-        "|---|---|---|---|",
     ]
-    for name, info in Settings.model_fields.items():
-        names = [env_name(name)]
-        alias = info.validation_alias
-        if alias is not None and hasattr(alias, "choices"):
-            names += [env_name(str(choice)) for choice in alias.choices if str(choice) != name]
-        flags = ["--" + name.replace("_", "-"), *FLAG_ALIASES.get(name, [])]
-        default = info.get_default(call_default_factory=True)
-        shown = "none" if default is None else json.dumps(default) if isinstance(default, list) else default
-        variables = "<br>".join(f"`{variable}`" for variable in names)
-        lines.append(
-            f"| {variables} | {', '.join(f'`{flag}`' for flag in flags)} | `{cell(shown)}` | "
-            f"{cell(info.description or '')} |"
-        )
-    return "\n".join(lines) + "\n"
+    for group in SETTING_GROUPS:
+        lines += [f"## {group.title}\n", inspect.getdoc(group) or "", ""]
+        lines += ["| variable | flag | default | what it does |", "|---|---|---|---|"]
+        lines += [_setting_row(name, info) for name, info in group.model_fields.items()]
+        lines.append("")
+    return "\n".join(lines)
+
+
+def _setting_row(name: str, info: FieldInfo) -> str:
+    names = [env_name(name)]
+    alias = info.validation_alias
+    if alias is not None and hasattr(alias, "choices"):
+        names += [env_name(str(choice)) for choice in alias.choices if str(choice) != name]
+    flags = ["--" + name.replace("_", "-"), *FLAG_ALIASES.get(name, [])]
+    default = info.get_default(call_default_factory=True)
+    shown = "none" if default is None else json.dumps(default) if isinstance(default, list) else default
+    variables = "<br>".join(f"`{variable}`" for variable in names)
+    return (
+        f"| {variables} | {', '.join(f'`{flag}`' for flag in flags)} | `{cell(shown)}` | "
+        f"{cell(info.description or '')} |"
+    )
 
 
 def _commands(parser: argparse.ArgumentParser) -> Iterator[tuple[str, argparse.ArgumentParser]]:
