@@ -1,5 +1,6 @@
-"""Float32 linear layers reordered for oneDNN give the plain layers' outputs (to the last bits), skip what they are
-told to, and put everything back when the operators fail."""
+"""Float32 linear layers made batch-invariant (reordered for oneDNN, or row by row when small) give the plain layers'
+outputs (to the last bits), skip what they are told to, put everything back when the operators fail, and give a
+row the same bits alone and beside any others."""
 
 from __future__ import annotations
 
@@ -8,12 +9,14 @@ import torch
 from torch import nn
 
 from qwen3_tts_server.model import cpu_linear
-from qwen3_tts_server.model.cpu_linear import PrepackedLinear, prepack_linears
+from qwen3_tts_server.model.cpu_linear import PrepackedLinear, RowwiseLinear, prepack_linears
 
 
 def model() -> nn.Module:
     torch.manual_seed(0)
-    return nn.Sequential(nn.Linear(64, 96), nn.GELU(), nn.Sequential(nn.Linear(96, 32, bias=False)), nn.Linear(32, 8))
+    return nn.Sequential(
+        nn.Linear(1024, 1024), nn.GELU(), nn.Sequential(nn.Linear(1024, 32, bias=False)), nn.Linear(32, 8)
+    )
 
 
 @pytest.mark.parametrize("rows", [1, 8, 405])
@@ -23,10 +26,10 @@ def test_reordered_layers_give_the_plain_outputs(rows):
     reordered[3].double()  # not float32: left as it is
     assert prepack_linears(reordered) is None
     assert [type(layer).__name__ for layer in (reordered[0], reordered[2][0], reordered[3])] == [
-        "PrepackedLinear", "PrepackedLinear", "Linear",
+        "PrepackedLinear", "RowwiseLinear", "Linear",
     ]  # fmt: skip
     plain[3].double()
-    x = torch.randn(2, rows, 64)
+    x = torch.randn(2, rows, 1024)
     with torch.inference_mode():
         want, got = plain[:3](x), reordered[:3](x)
         assert torch.equal(plain[3](want.double()), reordered[3](want.double()))
@@ -45,16 +48,17 @@ def test_a_missing_or_wrong_operator_leaves_every_layer_as_it_was(monkeypatch, c
 
     monkeypatch.setattr(cpu_linear.torch.ops.mkldnn, "_reorder_linear_weight", reorder)
     assert ("no oneDNN here" if fault == "missing" else "away from the plain layer") in prepack_linears(layers)
-    assert not any(isinstance(layer, PrepackedLinear) for layer in layers.modules())
+    assert not any(isinstance(layer, PrepackedLinear | RowwiseLinear) for layer in layers.modules())
     assert "not reordered" in caplog.text
 
 
-def test_a_rows_result_is_the_same_alone_and_beside_any_others():
+@pytest.mark.parametrize(("kind", "width"), [(PrepackedLinear, 3072), (RowwiseLinear, 256)])
+def test_a_rows_result_is_the_same_alone_and_beside_any_others(kind, width):
     """Batch invariance: a decode step's row gets the same bits whatever else shares the step (seeded sampling
-    depends on it). oneDNN computes a lone row another way, so the layer never runs one alone."""
+    depends on it). oneDNN computes a lone row another way, so that layer never runs one alone."""
     torch.manual_seed(0)
-    layer = PrepackedLinear(nn.Linear(3072, 256, bias=False))
-    rows = torch.randn(20, 3072)
+    layer = kind(nn.Linear(width, 256, bias=False))
+    rows = torch.randn(20, width)
     with torch.inference_mode():
         alone = layer(rows[:1])[0]
         for count in range(2, 21):
@@ -62,4 +66,4 @@ def test_a_rows_result_is_the_same_alone_and_beside_any_others():
                 batch = torch.cat([rows[1 : 1 + place], rows[:1], rows[1 + place : count]])
                 assert torch.equal(layer(batch)[place], alone), (count, place)
         assert layer(rows[:0]).shape == (0, 256)
-        assert layer(rows[:1].reshape(1, 1, 3072)).shape == (1, 1, 256)
+        assert layer(rows[:1].reshape(1, 1, width)).shape == (1, 1, 256)

@@ -119,7 +119,7 @@ def test_bfloat16_tables_stay_bfloat16_and_read_exactly(tmp_path):
         assert table.weight.dtype == torch.bfloat16 and table.output_dtype == torch.float32
         ids = torch.tensor([0, 5, 17])
         assert torch.equal(table(ids), stored[f"talker.{name}.weight"][ids].float())
-    assert model.talker.model.layers[0].mlp.down_proj.packed.dtype == torch.float32  # reordered for oneDNN
+    assert model.talker.model.layers[0].mlp.down_proj.weight.dtype == torch.float32  # a small layer: row by row
     audio = model.decode(model.generate([ENGLISH], model.sampling(seed=1), max_frames=4)[0].codes)
     assert np.isfinite(audio).all()
 

@@ -12,6 +12,10 @@ is computed as two: a decode step gives a stream the same numbers alone or batch
 sampling draws the same codes (sgemm's last bits change with the row count, from 1 to 2 and again past 15, which a
 near tie between two codes turns into another code).
 
+A oneDNN product costs some 50 us whatever its size, several times a small layer's whole sgemm: a layer under
+ONEDNN_MIN_WEIGHTS weights (none in the released checkpoints, which start at 1024 x 1024; the test checkpoints are
+all such) computes each row alone with sgemm instead (`RowwiseLinear`), as batch-invariant and cheaper at that size.
+
 The layer uses PyTorch's own oneDNN operators (`mkldnn._reorder_linear_weight`, `mkldnn._linear_pointwise`, what
 its compiler's CPU weight prepacking emits); where they are missing or fail a check on a small layer, the layers
 stay as they were, with one warning."""
@@ -22,12 +26,14 @@ import logging
 
 import torch
 from torch import nn
+from torch.nn import functional as F
 
 log = logging.getLogger(__name__)
 
 ROWS_HINT = 8  # the row count the layout is tuned for; any count works
 MIN_ROWS = 2  # a single row is computed as this many (alone it would take another summation order)
 MAX_RELATIVE_ERROR = 1e-4
+ONEDNN_MIN_WEIGHTS = 1 << 20  # smaller layers compute row by row with sgemm
 
 
 class PrepackedLinear(nn.Module):
@@ -46,6 +52,24 @@ class PrepackedLinear(nn.Module):
         return out[:1].reshape(*x.shape[:-1], self.out_features)
 
 
+class RowwiseLinear(nn.Module):
+    """A small float32 layer whose rows are computed one at a time, each by sgemm's single-row product: a row's bits
+    never depend on the rows beside it."""
+
+    def __init__(self, linear: nn.Linear):
+        super().__init__()
+        self.in_features, self.out_features = linear.in_features, linear.out_features
+        self.weight, self.bias = linear.weight, linear.bias
+
+    @torch.compiler.disable  # a loop over the rows: compiled, it would be fused into one batched product
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        rows = x.reshape(-1, self.in_features)
+        if len(rows) <= 1:
+            return F.linear(x, self.weight, self.bias)
+        out = torch.cat([F.linear(row, self.weight, self.bias) for row in rows.split(1)])
+        return out.reshape(*x.shape[:-1], self.out_features)
+
+
 @torch.inference_mode()
 def _check_operators() -> None:
     """The operators exist in this build and agree with sgemm, on a small random layer."""
@@ -61,9 +85,9 @@ def _check_operators() -> None:
 
 
 def prepack_linears(module: nn.Module) -> str | None:
-    """Replace every float32 CPU `nn.Linear` under `module` by its reordered form, one at a time (the plain weight
-    freed as its copy goes in). Returns None when done, else why not (the operators are missing or wrong in this
-    build: then every layer stays as it was)."""
+    """Replace every float32 CPU `nn.Linear` under `module` by its reordered form (a small one by its row-by-row
+    form), one at a time (the plain weight freed as its copy goes in). Returns None when done, else why not (the
+    operators are missing or wrong in this build: then every layer stays as it was)."""
     try:
         _check_operators()
     except Exception as exc:  # an operator this build lacks, or one that fails: the plain layers still work
@@ -77,5 +101,7 @@ def prepack_linears(module: nn.Module) -> str | None:
         if type(child) is nn.Linear and child.weight.device.type == "cpu" and child.weight.dtype == torch.float32
     ]
     for owner, name in targets:
-        setattr(owner, name, PrepackedLinear(getattr(owner, name)))
+        layer = getattr(owner, name)
+        small = layer.in_features * layer.out_features < ONEDNN_MIN_WEIGHTS
+        setattr(owner, name, RowwiseLinear(layer) if small else PrepackedLinear(layer))
     return None
