@@ -13,12 +13,27 @@ from collections import Counter
 
 import pytest
 
-from qwen3_tts_server.bench.traffic import MIX, Traffic, closed_loop, pick_kind, reference_wav
+from qwen3_tts_server.bench.traffic import (
+    LEAVE_BY_BYTE,
+    MIX,
+    PCM_BYTES_PER_SAMPLE,
+    Traffic,
+    closed_loop,
+    pick_kind,
+    reference_wav,
+)
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
+
+pytestmark = pytest.mark.slow
 
 REQUESTS_PER_ROUND = 150
 CONCURRENCY = 8
 AUDIO_CACHE_ENTRIES = 16
+# Frames one request may make: what leaks is per request, not per frame, so short answers find it as well, ten times
+# sooner than the 40-120 frames of a sentence. 12 frames outlast every client that leaves, so each still leaves
+# mid-stream.
+MAX_REQUEST_FRAMES = 12
+SAMPLES_PER_FRAME = 1920  # 80 ms at 24 kHz
 REQUEST_TIMEOUT = 300  # a guard against a hang, not a speed limit: on a busy machine 17 requests took over 60 s
 RSS_GROWTH = 0.03  # a second identical round may grow RSS by this share at most
 # The event loop's default executor starts threads on demand, up to this many (ThreadPoolExecutor's default): the
@@ -69,7 +84,7 @@ def send_round(live: LiveProcess, voice: str, references: list[bytes], kinds: li
 @pytest.fixture(scope="module")
 def server(checkpoint_dirs):
     # A small output cache, full after the first round: it must stay at its bound, not grow.
-    env = {"AUDIO_CACHE_MAX": str(AUDIO_CACHE_ENTRIES)}
+    env = {"AUDIO_CACHE_MAX": str(AUDIO_CACHE_ENTRIES), "MAX_REQUEST_FRAMES": str(MAX_REQUEST_FRAMES)}
     with live_process("serve", checkpoint_dirs["base"], "--preload-model", env=env) as live:
         with live.client(timeout=60) as client:
             upload = {"audio_sample": ("reference.wav", reference_wav(3.0), "audio/wav")}
@@ -78,6 +93,7 @@ def server(checkpoint_dirs):
 
 
 def test_mixed_traffic_leaves_nothing_behind(server):
+    assert MAX_REQUEST_FRAMES * SAMPLES_PER_FRAME * PCM_BYTES_PER_SAMPLE > LEAVE_BY_BYTE, "leaving clients leave early"
     live, voice = server
     references = [reference_wav(2.0, 24000, pitch) for pitch in (110, 150, 190)]
     rng = random.Random(17)

@@ -14,20 +14,24 @@ from schemathesis.checks import not_a_server_error, response_schema_conformance
 
 from in_process import make_app
 
+pytestmark = pytest.mark.slow
+
 # Generated cases per operation, on top of schemathesis's fixed example and coverage phases: the whole file takes
-# about 1.5 minutes on a 2-core CPU (1500 took about 2).
+# about 2.5 minutes on a 2-core CPU, most of it in the three speech routes' valid inputs.
 EXAMPLES = 1000
 
 
 @pytest.fixture(scope="module")
 def openapi_schema(models, tmp_path_factory):
-    # Four frames at most per request keeps a 4096-character input from taking minutes on a CPU.
+    # One frame per request: the server still prepares, generates, encodes and answers each valid input as it would a
+    # long one, and a 4096-character input takes no longer than a short one (four frames made the file take 15
+    # minutes, the three speech routes' valid inputs a tenth of a second each).
     app = make_app(
         models["custom_voice"],
         model_id="tiny",
         data_dir=tmp_path_factory.mktemp("openapi-fuzz-data"),
         max_batch_size=4,
-        max_request_frames=4,
+        max_request_frames=1,
     )
     return schemathesis.openapi.from_asgi("/openapi.json", app)
 

@@ -26,6 +26,7 @@ from websockets.asyncio.client import connect
 # The mix, by weight: one client in ten leaves early (`leaves`, and the cancelled half of `websocket`).
 MIX = {"streamed": 25, "whole": 15, "sse": 10, "websocket": 10, "clone": 10, "cache_hit": 15, "leaves": 10}
 PCM_BYTES_PER_SAMPLE = 2
+LEAVE_BY_BYTE = 40_000  # a client that leaves does so at a random byte up to this one
 TEXTS = (
     "Good morning, and welcome aboard.",
     "The meeting moved to three o'clock on Thursday.",
@@ -100,7 +101,7 @@ class Traffic:
             outcome.error = "bad_audio"
 
     async def _leaves(self, outcome: Outcome, rng: random.Random) -> None:
-        await self._streamed(outcome, rng, leave_at=rng.randint(1, 40_000))
+        await self._streamed(outcome, rng, leave_at=rng.randint(1, LEAVE_BY_BYTE))
 
     async def _whole(self, outcome: Outcome, rng: random.Random, **fields: Any) -> None:
         body = self._speech(rng, stream=False, response_format="wav", **fields)
