@@ -7,6 +7,10 @@ import os
 import pytest
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Parallel workers (pytest-xdist) share the cores: each takes its share as torch threads rather than all of them
+# (OpenMP threads waiting for work spin against the other workers'), and the servers a test starts inherit it.
+if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
+    os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // int(workers))))
 
 from pydantic import AliasChoices  # noqa: E402
 
@@ -51,3 +55,9 @@ def both_families(tmp_path_factory) -> dict:
         "asr": make_asr_test_model(root / "asr", **ASR_CHECKPOINTS["asr"]),
         "aligner": make_asr_test_model(root / "aligner", **ASR_CHECKPOINTS["forced_aligner"]),
     }
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Modules marked `slow` run first (in their own order, stable), so that parallel workers, each given whole
+    modules, do not end with one of them still running a long module alone."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

@@ -7,10 +7,13 @@ import subprocess
 import sys
 
 import numpy as np
+import pytest
 import soundfile as sf
 
 from qwen3_tts_server import __version__
 from qwen3_tts_server.testing.live_server import live_server
+
+pytestmark = pytest.mark.slow
 
 
 def run(*args: str, cwd=None) -> subprocess.CompletedProcess:

@@ -15,6 +15,8 @@ from qwen3_tts_server.model.tts.compilation import compile_frame_step
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from step_schedule import assert_same_frames, run_schedule
 
+pytestmark = pytest.mark.slow
+
 
 @pytest.fixture(scope="module")
 def compiled(checkpoint_dirs) -> Qwen3TTSModel:

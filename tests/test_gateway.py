@@ -24,6 +24,8 @@ from websockets.exceptions import ConnectionClosed
 from qwen3_tts_server.testing.live_gateway import LiveGateway, live_gateway
 from qwen3_tts_server.testing.live_server import live_process
 
+pytestmark = pytest.mark.slow
+
 SPEECH = "/v1/audio/speech"
 TIMEOUT = 300
 PCM_FRAME_BYTES = 1920 * 2  # 80 ms of 16-bit samples at 24 kHz

@@ -22,6 +22,8 @@ from qwen3_tts_server.model.tts.step_graphs import Step, StepOutputs
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from step_schedule import ENGLISH, assert_same_frames, run_schedule
 
+pytestmark = pytest.mark.slow
+
 
 class EagerReplay:
     """A graph backend for the CPU: the 'graph' runs the step again and writes the captured output buffers, as a

@@ -42,6 +42,8 @@ from qwen3_tts_server.service.speech.voice_library import PromptCache, VoiceLibr
 from qwen3_tts_server.testing.live_server import free_port, live_process
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
+pytestmark = pytest.mark.slow
+
 ENV = {"MAX_REQUEST_FRAMES": "6", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0"}
 
 

@@ -23,6 +23,8 @@ from qwen3_tts_server.testing.random_checkpoint import make_test_model
 from step_schedule import ENGLISH
 from test_cli import run
 
+pytestmark = pytest.mark.slow
+
 CPU = torch.device("cpu")
 
 

@@ -32,6 +32,8 @@ from qwen3_tts_server.service.recognition.subtitles import (
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 from qwen3_tts_server.testing.signals import voiced_glide
 
+pytestmark = pytest.mark.slow
+
 ORACLE = json.loads((ASR_FIXTURE_DIR / "oracle.json").read_text(encoding="utf-8"))
 FORMATS = {  # file name: (container, codec, sample rate)
     "mp3.mp3": ("mp3", "libmp3lame", 44100),
