@@ -246,9 +246,17 @@ def test_a_live_stream_pauses_for_its_client_and_resumes_when_it_reads(checkpoin
 
     with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
         received, paused, finished = asyncio.run(scenario(live.base))
-        lines = [json.loads(line) for line in live.log_path.read_text().splitlines() if '"route"' in line]
+        # The request's log line is written once its response has ended, a moment after the client has it all.
+        deadline = time.monotonic() + 10
+        while True:
+            lines = [json.loads(line) for line in live.log_path.read_text().splitlines() if '"route"' in line]
+            speech = [line for line in lines if line.get("route") == "/v1/audio/speech"]
+            if speech or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
     assert paused["rows_held"] == paused["active_streams"] + paused["paused_streams"], "paused rows are held"
-    first = next(line for line in lines if line.get("route") == "/v1/audio/speech")
+    assert speech, "the stream's request was logged"
+    first = speech[0]
     assert first["completed"] is True and received == first["frames"] * PCM_48K_FRAME_BYTES > 2_000_000
     assert finished["rows_held"] == 0
 
