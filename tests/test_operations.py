@@ -3,9 +3,11 @@
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
+import time
 
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
@@ -66,7 +68,13 @@ def test_metrics_after_real_requests(models, tmp_path):
         hit = await http.post("/v1/audio/speech", json=SEEDED)
         streamed = await http.post("/v1/audio/speech", json={**SEEDED, "seed": None, "stream": True, "input": "Hi."})
         unknown = await http.post("/v1/audio/speech", json={**SEEDED, "voice": "nobody"})
-        return before, [miss, hit, streamed, unknown], (await http.get("/metrics")).text
+        # The stream's row is freed a moment after its client has the last audio: scrape once it is (or at 10 s).
+        deadline = time.monotonic() + 10
+        while True:
+            after = (await http.get("/metrics")).text
+            if value(samples(after), "qwen3_tts_active_streams", model="tiny") == 0 or time.monotonic() > deadline:
+                return before, [miss, hit, streamed, unknown], after
+            await asyncio.sleep(0.02)
 
     before, responses, after = run_in_app(ops_app(models, tmp_path), scenario)
     assert [r.status_code for r in responses] == [200, 200, 200, 400]
