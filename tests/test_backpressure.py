@@ -21,6 +21,7 @@ from qwen3_tts_server.model.tts.generation import SPAN_STEP, FrameGenerator
 from qwen3_tts_server.model.tts.prompt import SpeechInput
 from qwen3_tts_server.testing.live_server import live_process
 from step_schedule import CHINESE, SHORT
+from test_client_leaves import wait_for
 from test_engine import REQUESTS, collect, job_for, run_engine
 
 pytestmark = pytest.mark.slow
@@ -246,14 +247,14 @@ def test_a_live_stream_pauses_for_its_client_and_resumes_when_it_reads(checkpoin
 
     with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
         received, paused, finished = asyncio.run(scenario(live.base))
-        # The request's log line is written once its response has ended, a moment after the client has it all.
-        deadline = time.monotonic() + 10
-        while True:
+
+        def speech_lines() -> list[dict]:
             lines = [json.loads(line) for line in live.log_path.read_text().splitlines() if '"route"' in line]
-            speech = [line for line in lines if line.get("route") == "/v1/audio/speech"]
-            if speech or time.monotonic() > deadline:
-                break
-            time.sleep(0.05)
+            return [line for line in lines if line.get("route") == "/v1/audio/speech"]
+
+        # The request's log line is written once its response has ended, a moment after the client has it all.
+        wait_for(speech_lines, within=10)
+        speech = speech_lines()
     assert paused["rows_held"] == paused["active_streams"] + paused["paused_streams"], "paused rows are held"
     assert speech, "the stream's request was logged"
     first = speech[0]
