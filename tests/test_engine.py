@@ -79,6 +79,69 @@ def test_staggered_concurrent_requests_get_their_solo_codes(models, sampled, sta
         assert [c.frames for c in chunks] == schedule_sizes(len(codes))
 
 
+@pytest.mark.parametrize("scheduler", ["deadline", "fixed"])
+def test_a_burst_is_admitted_together_and_each_request_gets_its_solo_codes(models, scheduler, monkeypatch):
+    """The deadline scheduler prefills a burst in one forward; the fixed one, `max_prefills_per_step` prefills one
+    after another. Either way each seeded request makes the codes it makes alone."""
+    model = models["custom_voice"]
+    params = [model.sampling(seed=40 + i) for i in range(4)]
+    solo = [model.generate([r], p, max_frames=12)[0].codes for r, p in zip(REQUESTS[:4], params, strict=True)]
+    prefills: list[list[int]] = []
+    packed = model.talker.model.prefill_packed
+
+    def counted(x, lengths, cache, rows):
+        prefills.append(rows)
+        return packed(x, lengths, cache, rows)
+
+    monkeypatch.setattr(model.talker.model, "prefill_packed", counted)
+
+    async def scenario(engine):
+        jobs = [job_for(model, r, p, max_frames=12) for r, p in zip(REQUESTS[:4], params, strict=True)]
+        streams = [engine.submit(job) for job in jobs]
+        engine.start()
+        return await asyncio.gather(*(collect(stream) for stream in streams))
+
+    limit = 2 if scheduler == "fixed" else 32
+    engine = Engine(model, max_batch_size=4, max_prefills_per_step=limit, scheduler=scheduler)
+    try:
+        results = asyncio.run(scenario(engine))
+    finally:
+        engine.stop()
+    assert prefills == ([[0, 1, 2, 3]] if scheduler == "deadline" else [[0], [1], [2], [3]])
+    for (codes, _, _), expected in zip(results, solo, strict=True):
+        np.testing.assert_array_equal(codes, expected)
+
+
+def test_rows_ahead_of_their_listeners_skip_steps_while_a_new_request_waits_for_audio(models, monkeypatch):
+    """A stream whose listener holds seconds of audio yields its steps to a new arrival until the new one has audio;
+    both make the codes they make alone."""
+    model = models["custom_voice"]
+    long_params, new_params = model.sampling(seed=50), model.sampling(seed=51)
+    long_solo = model.generate([REQUESTS[0]], long_params, max_frames=80, suppress_eos=True)[0].codes
+    new_solo = model.generate([REQUESTS[1]], new_params, max_frames=10)[0].codes
+    held: list[int] = []
+
+    async def scenario(engine):
+        pause = engine.generator.pause
+        monkeypatch.setattr(engine.generator, "pause", lambda row: held.append(row) or pause(row))
+        long = engine.submit(job_for(model, REQUESTS[0], long_params, max_frames=80, suppress_eos=True))
+        chunks = [await long.__anext__()]
+        while sum(c.frames for c in chunks) * 0.08 - (chunks[-1].elapsed_seconds - chunks[0].elapsed_seconds) < 2.5:
+            chunks.append(await long.__anext__())  # its listener holds 2.5 s of audio
+        late = asyncio.create_task(collect(engine.submit(job_for(model, REQUESTS[1], new_params, max_frames=10))))
+        rest = await collect(long)
+        return np.concatenate([c.codes for c in chunks] + [rest[0]]), await late
+
+    engine = Engine(model, max_batch_size=2, stream_buffer_seconds=0).start(preload=True)
+    try:
+        long_codes, (new_codes, _, _) = asyncio.run(scenario(engine))
+    finally:
+        engine.stop()
+    assert held and set(held) == {0}, "the long stream's row skipped steps"
+    np.testing.assert_array_equal(long_codes, long_solo)
+    np.testing.assert_array_equal(new_codes, new_solo)
+
+
 def test_streamed_audio_equals_the_offline_decode(models):
     model = models["custom_voice"]
 

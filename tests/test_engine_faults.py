@@ -23,7 +23,13 @@ from qwen3_tts_server.engine import synthesis as engine_module
 from qwen3_tts_server.engine.model_manager import ModelManager
 from qwen3_tts_server.engine.registry import HostedModel, ModelRegistry
 from qwen3_tts_server.engine.synthesis import SYNTHESIS_FAILED, Engine, typed_error
-from qwen3_tts_server.errors import EngineOutOfMemoryError, EngineStoppedError, SynthesisFailedError, TTSError
+from qwen3_tts_server.errors import (
+    EngineOutOfMemoryError,
+    EngineStoppedError,
+    InvalidInputError,
+    SynthesisFailedError,
+    TTSError,
+)
 from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from test_engine import REQUESTS, collect, job_for, run_engine
@@ -75,7 +81,7 @@ def test_a_failed_prefill_fails_its_request_alone_and_frees_its_row(models, monk
     params = [model.sampling(seed=20 + i) for i in range(4)]
     expected = [solo(model, REQUESTS[i], params[i], 40) for i in (0, 1, 3)]
     # Rows go lowest first: the running streams hold rows 0 and 1, the faulty request takes row 2 and fails.
-    failed = inject(monkeypatch, model.talker.model, "prefill", RuntimeError(SECRET), lambda _, __, row: row.start == 2)
+    failed = inject(monkeypatch, model.talker.model, "prefill_packed", RuntimeError(SECRET), lambda *a: a[3] == [2])
 
     async def scenario(engine):
         def start(i):
@@ -83,6 +89,8 @@ def test_a_failed_prefill_fails_its_request_alone_and_frees_its_row(models, monk
             return asyncio.create_task(collect(engine.submit(job)))
 
         running = [start(0), start(1)]
+        while engine.active < 2:  # both running before the faulty one arrives: it is prefilled alone
+            await asyncio.sleep(0.01)
         with pytest.raises(TTSError) as error:
             await asyncio.wait_for(collect(engine.submit(job_for(model, REQUESTS[2], params[2]))), TIMEOUT)
         rows_after_fault = engine.generator.active
@@ -174,10 +182,54 @@ def test_a_model_that_fails_to_load_fails_the_waiting_requests_and_loads_on_the_
     assert len(loads) == 2 and len(codes) == 3 and engine.failure is None
 
 
+def test_a_burst_whose_prefill_together_fails_is_prefilled_one_by_one_and_only_a_faulty_request_fails(
+    models, monkeypatch
+):
+    model = models["custom_voice"]
+    params = [model.sampling(seed=30 + i) for i in range(3)]
+    expected = [solo(model, REQUESTS[i], params[i], 8) for i in range(3)]
+    packed = model.talker.model.prefill_packed
+    calls: list[list[int]] = []
+
+    def faulty(x, lengths, cache, rows):  # a forward of several prompts fails (out of memory, say)
+        calls.append(rows)
+        if len(rows) > 1:
+            raise RuntimeError(SECRET)
+        return packed(x, lengths, cache, rows)
+
+    monkeypatch.setattr(model.talker.model, "prefill_packed", faulty)
+
+    async def burst(engine, frames: list[int]):
+        jobs = [job_for(model, REQUESTS[i], params[i], max_frames=n, suppress_eos=True) for i, n in enumerate(frames)]
+        streams = [engine.submit(job) for job in jobs]
+        return await asyncio.wait_for(asyncio.gather(*(collect(s) for s in streams), return_exceptions=True), TIMEOUT)
+
+    async def scenario(engine):
+        engine.start(preload=True)
+        good = await burst(engine, [8, 8, 8])
+        calls_good = list(calls)
+        with_a_bad_one = await burst(engine, [8, 0, 8])  # a frame budget of 0 cannot be prefilled
+        return good, calls_good, with_a_bad_one
+
+    engine = Engine(model, max_batch_size=3)
+    try:
+        good, calls_good, with_a_bad_one = asyncio.run(scenario(engine))
+    finally:
+        engine.stop()
+    assert calls_good == [[0, 1, 2], [0], [1], [2]], "together, then one by one"
+    for result, codes in zip(good, expected, strict=True):
+        assert_streamed(model, result, codes)
+    first, bad, third = with_a_bad_one
+    assert isinstance(bad, InvalidInputError) and bad.param == "max_frames"
+    assert_streamed(model, first, expected[0])
+    assert_streamed(model, third, expected[2])
+    assert engine.generator.active == [] and engine.failure is None
+
+
 def test_out_of_memory_in_a_prefill_is_a_503_for_that_request(models, monkeypatch):
     model = models["custom_voice"]
     oom = torch.OutOfMemoryError(f"CUDA out of memory. Tried to allocate 2.00 GiB {SECRET}")
-    failed = inject(monkeypatch, model.talker.model, "prefill", oom)
+    failed = inject(monkeypatch, model.talker.model, "prefill_packed", oom)
 
     async def scenario(engine):
         job = job_for(model, REQUESTS[0], model.sampling(seed=2), max_frames=6, suppress_eos=True)
@@ -243,11 +295,11 @@ def test_http_clients_get_a_500_envelope_or_an_sse_error_event(models, tmp_path,
     body = {"model": "tts-1", "voice": "alloy", "input": "Hello there.", "response_format": "wav", "stream": False}
 
     async def scenario(_, http):
-        inject(monkeypatch, model.talker.model, "prefill", RuntimeError(SECRET))
+        inject(monkeypatch, model.talker.model, "prefill_packed", RuntimeError(SECRET))
         whole = await asyncio.wait_for(http.post("/v1/audio/speech", json=body), TIMEOUT)
-        inject(monkeypatch, model.talker.model, "prefill", RuntimeError(SECRET))
+        inject(monkeypatch, model.talker.model, "prefill_packed", RuntimeError(SECRET))
         sse = await asyncio.wait_for(http.post("/v1/audio/speech", json={**body, "stream_format": "sse"}), TIMEOUT)
-        inject(monkeypatch, model.talker.model, "prefill", RuntimeError(SECRET))
+        inject(monkeypatch, model.talker.model, "prefill_packed", RuntimeError(SECRET))
         streamed = await asyncio.wait_for(http.post("/v1/audio/speech", json={**body, "stream": True}), TIMEOUT)
         after = await asyncio.wait_for(http.post("/v1/audio/speech", json=body), TIMEOUT)
         return whole, sse, streamed, after, await http.get("/ready")
@@ -269,7 +321,7 @@ def test_http_clients_get_a_500_envelope_or_an_sse_error_event(models, tmp_path,
 def test_a_websocket_client_gets_an_error_event_and_the_session_goes_on(models, tmp_path, monkeypatch):
     model = models["custom_voice"]
     app = make_app(model, data_dir=tmp_path, max_batch_size=2, max_request_frames=6)
-    failed = inject(monkeypatch, model.talker.model, "prefill", RuntimeError(SECRET))
+    failed = inject(monkeypatch, model.talker.model, "prefill_packed", RuntimeError(SECRET))
 
     def until(ws, kind: str) -> list:
         messages = []

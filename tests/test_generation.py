@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from qwen3_tts_server.errors import InvalidInputError
-from qwen3_tts_server.model.tts.generation import MIN_FRAMES, FrameGenerator
+from qwen3_tts_server.model.tts.generation import MIN_FRAMES, FrameGenerator, RowRequest
 from qwen3_tts_server.model.tts.prompt import SpeechInput
 from qwen3_tts_server.model.tts.sampling import RowSampling, choose, stream_uniform
 from qwen3_tts_server.model.tts.tts_model import BUDGET_BASE_FRAMES, BUDGET_FRAMES_PER_TOKEN, Qwen3TTSModel
@@ -140,6 +140,39 @@ def test_a_rows_step_has_the_same_bits_alone_and_beside_any_others(models):
     alone = states(0)
     for others in (1, 3):
         assert torch.equal(states(others), alone), f"beside {others} other rows"
+
+
+def test_prompts_prefilled_together_get_the_bits_each_gets_alone(models):
+    """Batched admission: prompts of different lengths prefilled in one padded forward, beside a row already
+    running, give each row the cache, state and codes it gets from its own prefill (a seeded request is the same
+    alone and in a burst)."""
+    model = models["custom_voice"]
+    requests = [ENGLISH, CHINESE, SpeechInput("Guten Morgen! Wie geht es dir heute?", "Auto", "Ryan")]
+    requests.append(SpeechInput("Short.", "English", "Vivian"))  # far shorter: a CPU attention kernel's sums
+    prompts = [model.prompts.build(request) for request in requests]  # would differ if it were padded to the rest
+    assert len({p.prefill.shape[0] for p in prompts}) > 2
+
+    def run(together: bool) -> list[tuple[torch.Tensor, torch.Tensor, torch.Tensor]]:
+        generator = FrameGenerator(model.talker, rows=5)
+        generator.add(model.prompts.build(ENGLISH), model.sampling(seed=1), 20, suppress_eos=True)
+        generator.step()
+        asked = [RowRequest(p, model.sampling(seed=5 + i), 12, suppress_eos=True) for i, p in enumerate(prompts)]
+        rows = generator.add_many(asked) if together else [generator.add_many([r])[0] for r in asked]
+        firsts = [(generator.hidden[row].clone(), generator.code0[row].clone()) for row in rows]
+        codes: dict[int, list[torch.Tensor]] = {row: [] for row in rows}
+        while any(row in generator.active for row in rows):
+            for frame in generator.step():
+                if frame.row in codes:
+                    codes[frame.row].append(frame.codes)
+        keys = generator.cache.k[:, rows]
+        return [
+            (hidden, code0, torch.stack(codes[row]), keys[:, slot, :, : p.prefill.shape[0]])
+            for slot, (row, (hidden, code0), p) in enumerate(zip(rows, firsts, prompts, strict=True))
+        ]
+
+    for alone, together in zip(run(False), run(True), strict=True):
+        for want, got in zip(alone, together, strict=True):
+            assert torch.equal(want, got)
 
 
 def test_removed_row_frees_its_slot_without_disturbing_the_others(models):

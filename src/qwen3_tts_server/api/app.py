@@ -68,6 +68,8 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             cpu_cores=settings.cpu_cores(),
             stream_buffer_seconds=settings.stream_buffer_seconds,
             cuda_graphs=settings.cuda_graphs,
+            scheduler=settings.scheduler,
+            max_prefills_per_step=settings.max_prefills_per_step,
         ),
         lambda manager: RecognitionEngine(
             manager, max_queue_depth=settings.max_queue_depth, cpu_cores=settings.cpu_cores()

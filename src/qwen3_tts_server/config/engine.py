@@ -3,7 +3,7 @@ cores it may use, compiling and CUDA graphs), and the parsing of a list of CPU c
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, field_validator
 
@@ -31,6 +31,18 @@ class EngineSettings(SettingsGroup):
         ge=0,
         description="seconds a request may take, time paused for a slow client not counted; also how long a client "
         "may take no audio before it is dropped; 0 no limit",
+    )
+    scheduler: Literal["deadline", "fixed"] = Field(
+        "deadline",
+        description="how the speech engine admits and steps requests: deadline prefills the waiting requests together "
+        "and lets streams whose listeners hold plenty of audio skip steps while others are about to run dry; fixed "
+        "prefills one after another, every stream stepping every step (the policy before, to measure against)",
+    )
+    max_prefills_per_step: int = Field(
+        32,
+        ge=1,
+        description="waiting speech requests admitted into free rows per engine step at most (the deadline "
+        "scheduler admits fewer when streams would run dry meanwhile); the fixed scheduler used 2",
     )
     stream_buffer_seconds: float = Field(
         30.0,

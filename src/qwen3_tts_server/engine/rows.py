@@ -6,8 +6,9 @@ had nothing to do for `IDLE_THREAD_LINGER` seconds, handing the memory its reque
 timer then unloads an idle model). An idle thread would keep its OpenMP pool, and beside another model's engine
 that pool alone slows the other's steps (`placement.py`).
 Each iteration it expires cancelled and timed-out jobs, admits waiting jobs into free rows (interactive first; at
-most `max_prefills_per_step` prefills, so a joining request holds running rows up for a bounded time), and steps
-the running rows. Results reach the event loop through `call_soon_threadsafe`; nothing here ever blocks it.
+most `max_prefills_per_step` of them, or fewer as `_admission_quota` says, so joining requests hold running rows up
+for a bounded time; `_prefill_many` may prefill them together), and steps the running rows. Results reach the event
+loop through `call_soon_threadsafe`; nothing here ever blocks it.
 
 A fault fails only the requests it touched: a failed load or prefill its waiting request(s), a failed step every
 active row. Their rows are freed, the others go on, and clients get a typed error while the log gets the
@@ -151,17 +152,21 @@ class RowStream(Generic[H]):
 
 
 class Pace:
-    """The engine's recent speed, moving averages of what it measures (None until measured): seconds per step and
-    steps per finished request. From them, how long a queue takes to drain."""
+    """The engine's recent speed, moving averages of what it measures (None until measured): seconds per step,
+    steps per finished request and seconds per prompt prefilled. From them, how long a queue takes to drain."""
 
     SMOOTHING = 0.2  # the weight of the newest measurement
 
     def __init__(self) -> None:
         self.step_seconds: float | None = None
         self.steps_per_request: float | None = None
+        self.prompt_seconds: float | None = None  # per prompt of a prefill that took several together
 
     def observe_step(self, seconds: float) -> None:
         self.step_seconds = self._average(self.step_seconds, seconds)
+
+    def observe_prompts(self, seconds: float, prompts: int) -> None:
+        self.prompt_seconds = self._average(self.prompt_seconds, seconds / prompts)
 
     def observe_request(self, steps: int) -> None:
         self.steps_per_request = self._average(self.steps_per_request, steps)
@@ -556,10 +561,22 @@ class RowEngine(ABC, Generic[J, H]):
         except Exception as exc:  # a model that cannot load fails the requests waiting for it; the next one retries
             self._fail_waiting(self._typed(exc, "loading the model failed"))
             return
-        for _ in range(min(self.max_prefills_per_step, self._free_row_count())):
+        handles: list[H] = []
+        for _ in range(min(self._admission_quota(), self._free_row_count())):
             handle = self._next_waiting()
             if handle is None:
-                return
+                break
+            handles.append(handle)
+        if handles:
+            self._prefill_many(model, handles)
+
+    def _admission_quota(self) -> int:
+        """How many waiting jobs this step may admit: `max_prefills_per_step`."""
+        return self.max_prefills_per_step
+
+    def _prefill_many(self, model, handles: list[H]) -> None:
+        """Give each of `handles` a row, one prefill at a time; a request whose prefill fails fails alone."""
+        for handle in handles:
             try:
                 self._prefill(model, handle)
             except Exception as exc:  # this request fails alone

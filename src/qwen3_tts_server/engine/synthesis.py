@@ -5,6 +5,11 @@ Each iteration, besides what every engine does, it pauses the rows whose client 
 behind (and resumes those whose client caught up), advances every other active row by one frame, and decodes the
 rows whose next chunk is complete, batched by chunk length, with the incremental codec. A failed decode fails the
 rows of that chunk group only.
+
+Two schedulers. `deadline` (the default) prefills the waiting requests it admits together, in one forward, as many
+as the listeners can wait for, and lets rows whose listeners hold plenty of audio skip steps while others are about
+to run dry or wait for their first audio (`deadlines.py`). `fixed` is the policy before it: one prefill after
+another, `max_prefills_per_step` of them, every row stepping every step (kept to measure against).
 """
 
 from __future__ import annotations
@@ -22,13 +27,15 @@ from ..model.tts.codec_stream import CodecStreamState
 from ..model.tts.generation import FrameGenerator
 from ..model.tts.tts_model import Qwen3TTSModel
 from . import rows
+from .deadlines import Listener, Outlook, admission_quota, rows_to_hold
 from .jobs import AudioChunk, RequestClock, SpeechJob
 from .model_manager import ModelManager
 from .rows import END, MAX_RETRY_AFTER, RowEngine, RowHandle, RowStream
 
-__all__ = ["MAX_RETRY_AFTER", "SYNTHESIS_FAILED", "Engine", "JobStream", "typed_error"]
+__all__ = ["MAX_RETRY_AFTER", "SCHEDULERS", "SYNTHESIS_FAILED", "Engine", "JobStream", "typed_error"]
 log = logging.getLogger(__name__)
 SYNTHESIS_FAILED = "synthesis failed; the server logged the details"
+SCHEDULERS = ("deadline", "fixed")
 
 
 def typed_error(exc: Exception, what: str) -> TTSError:
@@ -48,6 +55,7 @@ class _Handle(RowHandle[SpeechJob]):
     frames_sent: int = 0
     frames_taken: int = 0  # by the client (counted on the event loop)
     finish_reason: str | None = None
+    listener: Listener = field(default_factory=Listener)
 
     def __post_init__(self):
         self.sizes = self.job.chunk_sizes()
@@ -80,12 +88,15 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         models: ModelManager | Qwen3TTSModel,
         max_batch_size: int | None = None,
         max_queue_depth: int = 64,
-        max_prefills_per_step: int = 2,
+        max_prefills_per_step: int = 32,
         max_frames_cap: int = MAX_REQUEST_FRAMES,
         cpu_cores: set[int] | None = None,
         stream_buffer_seconds: float = 30.0,
         cuda_graphs: bool = True,
+        scheduler: str = "deadline",
     ):
+        if scheduler not in SCHEDULERS:
+            raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
         super().__init__(
             models if isinstance(models, ModelManager) else ModelManager.fixed(models),
             max_batch_size or default_batch_size(),
@@ -97,6 +108,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         # Audio a stream may hold ahead of its client before its row pauses (0: no bound).
         self.stream_buffer_seconds = stream_buffer_seconds
         self.cuda_graphs = cuda_graphs  # replay the frame step as CUDA graphs where the model is on CUDA
+        self.scheduler = scheduler
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
 
     def start(self, preload: bool = False) -> Engine:
@@ -186,13 +198,58 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         handle.clock.resume(now)
 
     def _prefill(self, model: Qwen3TTSModel, handle: _Handle) -> None:
-        job = handle.job
-        row, _ = model.add_row(
-            self.generator, job.input, job.params, job.max_frames, job.suppress_eos, self.max_frames_cap
+        self._prefill_together(model, [handle])
+
+    def _prefill_together(self, model: Qwen3TTSModel, handles: list[_Handle]) -> None:
+        """Give every one of `handles` a row in one forward."""
+        asked = [
+            model.row_request(h.job.input, h.job.params, h.job.max_frames, h.job.suppress_eos, self.max_frames_cap)
+            for h in handles
+        ]
+        now = time.monotonic()
+        for handle, row in zip(handles, self.generator.add_many(asked), strict=True):
+            handle.row, handle.admitted = row, now
+            handle.codec = model.codec_state(handle.job.input.voice.voice)
+            self._active[row] = handle
+
+    def _prefill_many(self, model: Qwen3TTSModel, handles: list[_Handle]) -> None:
+        """The deadline scheduler prefills the admitted requests together; should that fail, one at a time, so a
+        request that cannot be prefilled fails alone."""
+        if self.scheduler == "fixed":
+            super()._prefill_many(model, handles)
+            return
+        started = time.perf_counter()
+        try:
+            self._prefill_together(model, handles)
+        except Exception as exc:
+            for handle in handles:
+                if handle.row is not None:
+                    del self._active[handle.row]
+                    handle.row = None
+            self._release_orphan_rows()
+            if len(handles) == 1:
+                handles[0].deliver(self._typed(exc, "a prefill failed"))
+            else:
+                log.info("a prefill of %d requests together failed; prefilling them one by one", len(handles))
+                super()._prefill_many(model, handles)
+            return
+        self.pace.observe_prompts(time.perf_counter() - started, len(handles))
+
+    def _outlooks(self) -> list[Outlook]:
+        """The stepping rows as the deadline scheduler sees them."""
+        now, step = time.monotonic(), self.pace.step_seconds or 0.0
+        return [
+            Outlook(row, h.job.interactive, h.listener.holds(now), max(h.next_size - len(h.pending), 0) * step)
+            for row, h in self._active.items()
+            if not h.paused
+        ]
+
+    def _admission_quota(self) -> int:
+        if self.scheduler == "fixed":
+            return self.max_prefills_per_step
+        return admission_quota(
+            self.max_prefills_per_step, self._outlooks(), self.pace.prompt_seconds, self.pace.step_seconds or 0.0
         )
-        handle.row, handle.admitted = row, time.monotonic()
-        handle.codec = model.codec_state(job.input.voice.voice)
-        self._active[row] = handle
 
     def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
         if self.generator is None or self.generator.talker is not model.talker:  # none yet, or an unloaded model's
@@ -206,6 +263,9 @@ class Engine(RowEngine[SpeechJob, _Handle]):
 
     def _step(self) -> None:
         started = time.perf_counter()
+        held = rows_to_hold(self._outlooks()) if self.scheduler == "deadline" else set()
+        for row in held:
+            self.generator.pause(row)
         try:
             for frame in self.generator.step():
                 handle = self._active[frame.row]
@@ -214,6 +274,10 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         except Exception as exc:  # the step's rows are all suspect: fail every one, keep serving
             self._fail_handles(list(self._active.values()), typed_error(exc, "an engine step failed"))
             return
+        finally:
+            for row in held:
+                if row in self.generator.paused:
+                    self.generator.resume(row)
         stepped = time.perf_counter()
         decoded = self._emit()
         done = time.perf_counter()
@@ -250,6 +314,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
                 )
             )
             handle.frames_sent += len(chunk_codes)
+            handle.listener.delivered(len(samples) / self.model.sample_rate, now)
             handle.pending = []
             handle.next_size = next(handle.sizes)
             if handle.finish_reason:

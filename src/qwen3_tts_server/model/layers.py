@@ -6,6 +6,8 @@ Parameter names follow the official checkpoint layout so that `load_state_dict` 
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn.functional as F
 from torch import nn
@@ -342,6 +344,39 @@ class DecoderStack(nn.Module):
         """Run whole prompts x (B, T, hidden) of equal length causally from position 0, storing their
         keys/values in the B cache rows `rows`."""
         return self.extend(x, cache, rows, 0)
+
+    def prefill_packed(self, x: torch.Tensor, lengths: list[int], cache: KVCache, rows: list[int]) -> torch.Tensor:
+        """Run several prompts in one forward, packed end to end: x (sum(lengths), hidden), prompt b the next
+        `lengths[b]` positions, stored in cache row `rows[b]` from position 0. Returns each prompt's normed last
+        state (B, hidden). The projections and norms take every prompt's positions at once; attention runs per
+        prompt over its own positions, as a prompt alone does (padding the prompts to one length would change the
+        last bits of a CPU attention kernel's sums: a seeded request must be the same alone and in a burst)."""
+        device = x.device
+        longest = max(lengths)
+        cache.ensure_capacity(longest)
+        starts = [0]
+        for length in lengths:
+            starts.append(starts[-1] + length)
+        positions = torch.cat([torch.arange(length, device=device) for length in lengths])
+        owners = torch.cat(
+            [torch.full((length,), row, device=device) for row, length in zip(rows, lengths, strict=True)]
+        )
+        cos, sin = self.rotary.at(positions[None], longest, self.rotary_dtype(x.dtype))
+        masks = {length: torch.ones(length, length, dtype=torch.bool, device=device).tril() for length in set(lengths)}
+        x = x[None]
+        for i, layer in enumerate(self.layers):
+            q, k, v = EAGER_REGIONS.before(layer, x, cos, sin)
+            cache.k[i, owners, :, positions] = k[0].transpose(0, 1)
+            cache.v[i, owners, :, positions] = v[0].transpose(0, 1)
+            mixed = [
+                layer.self_attn.mix(q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], masks[stop - start])
+                for start, stop in itertools.pairwise(starts)
+            ]
+            x = EAGER_REGIONS.after(layer, x, torch.cat(mixed, dim=1))
+        cache.length[torch.tensor(rows, device=device)] = torch.tensor(lengths, device=device)
+        for row, length in zip(rows, lengths, strict=True):
+            cache.lengths[row] = length
+        return self.norm(x[0, torch.tensor(starts[1:], device=device) - 1])
 
     def extend(self, x: torch.Tensor, cache: KVCache, rows: slice, start: int) -> torch.Tensor:
         """Run x (B, T, hidden) causally at positions `start`.. of the B cache rows `rows`, attending over their

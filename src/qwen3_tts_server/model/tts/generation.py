@@ -28,6 +28,16 @@ FINISH_REASONS = (None, "eos", "length")
 SPAN_STEP = 128  # a static step attends over a multiple of this many cache positions
 
 
+@dataclass(frozen=True)
+class RowRequest:
+    """What a row is prefilled with: its prompt, sampling, frame budget, and whether EOS is suppressed."""
+
+    prompt: TalkerPrompt
+    params: SamplingParams
+    max_frames: int
+    suppress_eos: bool = False
+
+
 @dataclass
 class Frame:
     """One frame of one row; `finished` is set on the row's last frame, with the reason."""
@@ -138,14 +148,31 @@ class FrameGenerator:
         self.paused.remove(row)
         self.running[row] = True
 
-    @torch.inference_mode()
     def add(self, prompt: TalkerPrompt, params: SamplingParams, max_frames: int, suppress_eos: bool = False) -> int:
         """Prefill the lowest free row with `prompt`; returns the row index. `suppress_eos` makes the row run
         to `max_frames` (benchmarks compare equal work)."""
+        return self.add_many([RowRequest(prompt, params, max_frames, suppress_eos)])[0]
+
+    @torch.inference_mode()
+    def add_many(self, requests: list[RowRequest]) -> list[int]:
+        """Prefill the lowest free rows with these prompts in one forward (`DecoderStack.prefill_packed`); returns their
+        rows, in order. Each row's state and first code are those it gets from `add` alone."""
         free = self.free_rows()
-        if not free:
-            raise RuntimeError("no free row")
-        index = free[0]
+        if len(free) < len(requests):
+            raise RuntimeError(f"{len(requests)} rows asked for, {len(free)} free")
+        indices = free[: len(requests)]
+        for index, request in zip(indices, requests, strict=True):
+            self._reset_row(index, request)
+        lengths = [request.prompt.prefill.shape[0] for request in requests]
+        packed = torch.cat([request.prompt.prefill.to(self.dtype) for request in requests])
+        hidden = self.talker.model.prefill_packed(packed, lengths, self.cache, indices)
+        rows = torch.tensor(indices, device=self.device)
+        settings = [request.params.talker_setting for request in requests]
+        self._sample_code0(rows, hidden, self.talker_sampling.select(rows, settings))
+        return indices
+
+    def _reset_row(self, index: int, request: RowRequest) -> None:
+        params = request.params
         self.rows[index] = params
         self.running[index] = True
         self.talker_sampling.write(index, params.talker_setting)
@@ -154,15 +181,11 @@ class FrameGenerator:
         self.seeds[index] = params.seed if params.seed is not None else secrets.randbits(63)
         self.draws[index] = 0
         self.frames[index] = 0
-        self.budget[index] = max(max_frames, 1)
+        self.budget[index] = max(request.max_frames, 1)
         self.sampled[index] = 0
-        self.suppress_eos[index] = suppress_eos
+        self.suppress_eos[index] = request.suppress_eos
         self.penalty[index] = params.repetition_penalty
-        self._set_text(index, prompt)
-        row = slice(index, index + 1)
-        hidden = self.talker.model.prefill(prompt.prefill[None].to(self.dtype), self.cache, row)[:, -1]
-        self._sample_code0(row, hidden, self.talker_sampling.select(row, [params.talker_setting]))
-        return index
+        self._set_text(index, request.prompt)
 
     def _set_text(self, index: int, prompt: TalkerPrompt) -> None:
         length = prompt.trailing.shape[0]

@@ -16,7 +16,7 @@ from ...errors import InvalidInputError
 from ..quantization import quantization_state
 from .codec_stream import CodecStreamState, StreamingCodecDecoder
 from .compilation import StepCompiler, compile_frame_step
-from .generation import FrameGenerator
+from .generation import FrameGenerator, RowRequest
 from .loading import CheckpointParts, load_checkpoint
 from .prompt import PromptBuilder, SpeechInput, TalkerPrompt, TokenizedInput
 from .sampling import SamplingParams
@@ -124,15 +124,27 @@ class Qwen3TTSModel:
         suppress_eos: bool = False,
         frame_cap: int | None = None,
     ) -> tuple[int, int]:
-        """Prefill a prepared input into a free row: returns (row, frame budget). The budget is `max_frames`,
-        else the text-length default, never above `frame_cap`."""
+        """Prefill a prepared input into a free row: returns (row, frame budget) (`row_request`)."""
+        row_request = self.row_request(request, params, max_frames, suppress_eos, frame_cap)
+        return generator.add_many([row_request])[0], row_request.max_frames
+
+    def row_request(
+        self,
+        request: TokenizedInput,
+        params: SamplingParams,
+        max_frames: int | None = None,
+        suppress_eos: bool = False,
+        frame_cap: int | None = None,
+    ) -> RowRequest:
+        """What a row is prefilled with for a prepared input: its prompt embedded, and its frame budget:
+        `max_frames`, else the text-length default, never above `frame_cap`."""
         if max_frames is not None and max_frames < 1:
             raise InvalidInputError(f"max_frames must be >= 1, got {max_frames}", param="max_frames")
         prompt = self.prompts.embed(request)
         budget = max_frames if max_frames is not None else self.frame_budget(prompt)
         if frame_cap is not None:
             budget = min(budget, frame_cap)
-        return generator.add(prompt, params, budget, suppress_eos), budget
+        return RowRequest(prompt, params, budget, suppress_eos)
 
     def generate(
         self,
