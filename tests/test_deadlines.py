@@ -47,6 +47,9 @@ def test_admission_takes_as_many_prompts_as_the_listeners_can_wait_for():
     # 3.0 s held, the next chunk in 0.1 s, a step 0.1 s and the margin: 2.55 s for prompts of 0.1 s
     assert admission_quota(32, [outlook(0, holds=3.0), outlook(1, holds=None)], 0.1, 0.1) == 25
     assert admission_quota(8, [outlook(0, holds=3.0)], 0.1, 0.1) == 8
-    assert admission_quota(32, [outlook(0, holds=-1.0)], 0.1, 0.1) == 1, "one a step however late a listener is"
+    # a listener about to run dry (or dry already) still lets in a step's worth of prompts
+    assert admission_quota(32, [outlook(0, holds=0.2), outlook(1, holds=3.0)], 0.01, 0.1) == 10
+    assert admission_quota(32, [outlook(0, holds=-1.0)], 0.01, 0.1) == 10
+    assert admission_quota(32, [outlook(0, holds=-1.0)], 0.5, 0.1) == 1, "one a step however slow a prompt is"
     whole_file = outlook(1, holds=-5.0, interactive=False)
     assert admission_quota(32, [outlook(0, holds=3.0), whole_file], 0.1, 0.1) == 25, "whole-file rows wait"

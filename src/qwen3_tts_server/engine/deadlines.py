@@ -4,8 +4,9 @@ A streamed request's listener starts playing at its first chunk and plays at rea
 the audio delivered less the time since that chunk. A row is urgent when its listener would run dry before its next
 chunk (or has no audio yet: a new arrival waits for its first frame). While any row is urgent, the rows whose
 listeners hold plenty skip steps, and whole-file rows (no listener: batch narration) skip them too, so that a step
-costs less and the urgent rows' frames come sooner. Waiting requests are admitted together, as many as fit in the
-time the listeners hold beyond their next chunk. Holding a row changes none of its frames (`FrameGenerator.pause`).
+costs less and the urgent rows' frames come sooner. Waiting requests are admitted together, as many as a step's time
+allows, or the time the listeners hold beyond their next chunk if that is longer. Holding a row changes none of its
+frames (`FrameGenerator.pause`).
 """
 
 from __future__ import annotations
@@ -63,10 +64,12 @@ def rows_to_hold(outlooks: list[Outlook]) -> set[int]:
 
 
 def admission_quota(limit: int, outlooks: list[Outlook], prompt_seconds: float | None, step_seconds: float) -> int:
-    """How many waiting requests to prefill before this step, at least 1 and at most `limit`: as many as the
-    listeners that have audio can wait for (`prompt_seconds` each, measured) before their next chunk is late."""
+    """How many waiting requests to prefill before this step, at least 1 and at most `limit`: as many as take
+    (`prompt_seconds` each, measured) one step's time, or longer if every listener with audio can wait that long
+    before its next chunk is late. A new arrival has no audio at all: holding it back a step to spare a listener
+    less than a step's wait would trade its first audio for nothing the listener hears."""
     spare = [o.holds - o.due_in for o in outlooks if o.interactive and o.holds is not None]
     if not spare or not prompt_seconds:
         return limit
-    fits = (min(spare) - step_seconds - URGENT_MARGIN) / prompt_seconds
+    fits = max(step_seconds, min(spare) - step_seconds - URGENT_MARGIN) / prompt_seconds
     return max(1, min(limit, int(fits)))

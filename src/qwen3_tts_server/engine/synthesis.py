@@ -3,7 +3,8 @@ streaming audio chunks to asyncio.
 
 Each iteration, besides what every engine does, it pauses the rows whose client is `stream_buffer_seconds` of audio
 behind (and resumes those whose client caught up), advances every other active row by one frame, and decodes the
-rows whose next chunk is complete, batched by chunk length, with the incremental codec. A failed decode fails the
+rows whose next chunk is complete with the incremental codec (on a GPU batched by chunk length; on a CPU one stream
+after another, the listener with the least audio first). A failed decode fails the
 rows of that chunk group only.
 
 Two schedulers. `deadline` (the default) prefills the waiting requests it admits together, in one forward, as many
@@ -16,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -286,11 +288,12 @@ class Engine(RowEngine[SpeechJob, _Handle]):
 
     def _emit(self) -> bool:
         """Decode and deliver every chunk that is due; whether there was any."""
-        ready: dict[int, list[_Handle]] = {}
-        for handle in self._active.values():
-            if len(handle.pending) >= handle.next_size or (handle.finish_reason and handle.pending):
-                ready.setdefault(len(handle.pending), []).append(handle)
-        for handles in ready.values():
+        ready = [
+            handle
+            for handle in self._active.values()
+            if len(handle.pending) >= handle.next_size or (handle.finish_reason and handle.pending)
+        ]
+        for handles in self._decode_groups(ready):
             try:
                 codes = torch.stack([torch.stack(h.pending) for h in handles])
                 audio = self.model.codec_stream.decode([h.codec for h in handles], codes).float().cpu().numpy()
@@ -299,6 +302,20 @@ class Engine(RowEngine[SpeechJob, _Handle]):
                 continue
             self._deliver(handles, audio, codes.cpu().numpy())
         return bool(ready)
+
+    def _decode_groups(self, ready: list[_Handle]) -> list[list[_Handle]]:
+        """The chunks due, in the decodes that make them: one decode per chunk length. But on a CPU, where the
+        codec decodes each stream alone anyway (`StreamingCodecDecoder.decode`), the deadline scheduler delivers
+        each chunk as soon as it is made, the listeners with the least audio first (no audio yet before any)."""
+        if self.model.device.type != "cpu" or self.scheduler == "fixed":
+            by_length: dict[int, list[_Handle]] = {}
+            for handle in ready:
+                by_length.setdefault(len(handle.pending), []).append(handle)
+            return list(by_length.values())
+        now = time.monotonic()
+        held = {id(handle): handle.listener.holds(now) for handle in ready}
+        ready.sort(key=lambda handle: -math.inf if held[id(handle)] is None else held[id(handle)])
+        return [[handle] for handle in ready]
 
     def _deliver(self, handles: list[_Handle], audio, codes) -> None:
         now = time.monotonic()
