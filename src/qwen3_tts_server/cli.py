@@ -1,6 +1,6 @@
 """The `qwen3-tts-server` command: `serve`, `gateway`, `wyoming`, `ray-serve`, `config`, `healthcheck`, `synth` (text
-to a WAV file), `transcribe` (audio files to text: `cli_transcribe.py`), `make-test-model`, `make-preset-voices` and
-`bench`."""
+to a WAV file), `transcribe` (audio files to text: `cli_transcribe.py`), `make-test-model`, `make-preset-voices`,
+`bench` and `bench-serving`."""
 
 from __future__ import annotations
 
@@ -407,6 +407,115 @@ def _bench(args: argparse.Namespace) -> int:
     return 1 if failures else 0
 
 
+def _add_bench_serving(sub: argparse._SubParsersAction) -> None:
+    from .bench.serving import POLICIES, SAMPLE_RATE
+    from .testing.random_checkpoint import SIZES
+
+    p = sub.add_parser(
+        "bench-serving",
+        help="serving benchmark: open-loop arrivals over HTTP, first audio and underruns",
+        description="Start a server per scheduling policy (or measure one at --url), send streamed PCM requests as "
+        "Poisson arrivals at each rate, then a burst at once, and report time to first audio, the underruns a "
+        "player would hear and the highest rate held; writes JSON and a PNG plot.",
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--model", help="checkpoint directory or hub id")
+    source.add_argument("--size", choices=SIZES, help="build a random-weight test checkpoint of this size")
+    source.add_argument("--url", help="a running server's base URL, measured as it runs (policy `url`)")
+    p.add_argument("--type", dest="model_type", default="custom_voice", help="model type for --size")
+    p.add_argument("--device", default="cpu", help="the servers' DEVICE")
+    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"], help="their DTYPE")
+    p.add_argument(
+        "--policies",
+        nargs="+",
+        choices=list(POLICIES),
+        default=list(POLICIES),
+        help="; ".join(f"{name}: {' '.join(f'{k}={v}' for k, v in env.items())}" for name, env in POLICIES.items()),
+    )
+    p.add_argument("--rates", type=float, nargs="+", default=[1.0, 2.0, 4.0], help="arrivals per second")
+    p.add_argument("--duration", type=float, default=20.0, help="seconds of arrivals per rate (default 20)")
+    p.add_argument("--burst", type=int, default=16, help="requests sent at once after the rates (0: none)")
+    p.add_argument("--max-frames", type=int, default=100, help="the servers' MAX_REQUEST_FRAMES (80 ms each)")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--ttfa-goal-ms", type=float, default=100.0, help="p95 first audio a rate held must meet")
+    p.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take (default 120)")
+    p.add_argument("--sample-rate", type=int, default=SAMPLE_RATE, help="the raw PCM's rate (the model's)")
+    p.add_argument("--out", type=Path, default=Path("bench_serving.json"), help="JSON results")
+    p.add_argument("--plot", type=Path, help="PNG plot (default: beside --out)")
+    p.set_defaults(func=_bench_serving)
+
+
+def _bench_serving(args: argparse.Namespace) -> int:
+    import asyncio
+    import json
+    import tempfile
+    from contextlib import ExitStack
+    from dataclasses import asdict
+
+    from .bench.serving import POLICIES, Level, Plan, PolicyRun, build_report, run_policy, table, write_report
+    from .testing.live_server import live_process
+    from .testing.random_checkpoint import make_test_model
+
+    if min(args.rates) <= 0 or args.duration <= 0 or args.timeout <= 0 or args.burst < 0 or args.max_frames < 1:
+        raise InvalidInputError("--rates, --duration and --timeout must be > 0, --burst >= 0 and --max-frames >= 1")
+    plan = Plan(tuple(args.rates), args.duration, args.burst, args.seed, args.sample_rate, args.timeout)
+
+    def measure(base: str, policy: str) -> PolicyRun:
+        def report(level: Level) -> None:
+            print(json.dumps(asdict(level)), flush=True)
+
+        return asyncio.run(run_policy(base, policy, plan, report))
+
+    results: list[PolicyRun] = []
+    failures: dict[str, str] = {}  # policy: why its server did not start
+    if args.url:
+        name, policies = args.url, {"url": None}
+        results.append(measure(args.url, "url"))
+    else:
+        name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
+        policies = {policy: POLICIES[policy] for policy in args.policies}
+        server_env = {"MAX_REQUEST_FRAMES": str(args.max_frames), "DEVICE": args.device, "DTYPE": args.dtype}
+        with tempfile.TemporaryDirectory() as tmp:
+            model = args.model or make_test_model(Path(tmp) / "model", args.size, args.model_type, seed=0)
+            for policy, env in policies.items():
+                print(f"{policy}: a server with {env | server_env}", file=sys.stderr)
+                with ExitStack() as stack:
+                    try:
+                        server = live_process("serve", model, "--preload-model", env=env | server_env, ready_within=600)
+                        live = stack.enter_context(server)
+                    except (RuntimeError, TimeoutError) as exc:  # it exited or never got ready (a setting it refuses)
+                        print(f"error: {policy}: {exc}", file=sys.stderr)
+                        failures[policy] = str(exc)[-2000:]
+                        continue
+                    results.append(measure(live.base, policy))
+    meta = {
+        "model": name,
+        "policies": policies,
+        "rates": args.rates,
+        "duration": args.duration,
+        "burst": args.burst,
+        "max_frames": None if args.url else args.max_frames,
+        "seed": args.seed,
+        "timeout": args.timeout,
+        "sample_rate": args.sample_rate,
+        "client_cpus": os.cpu_count(),
+    }
+    if failures:
+        meta["failures"] = failures
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        plot = None
+        print("no plot: matplotlib is missing (pip install 'qwen3-tts-server[bench]')", file=sys.stderr)
+    else:
+        plot = args.plot or args.out.with_suffix(".png")
+    report = build_report(results, meta, args.ttfa_goal_ms)
+    write_report(report, args.out, plot)
+    print(table(report), file=sys.stderr)
+    print(f"wrote {args.out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
+    return 1 if failures else 0
+
+
 def _add_speed_flags(p: argparse.ArgumentParser, compile_flag: bool = True) -> None:
     p.add_argument(
         "--quantize",
@@ -556,6 +665,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_make_test_model(sub)
     _add_make_preset_voices(sub)
     _add_bench(sub)
+    _add_bench_serving(sub)
     _add_serve(sub)
     _add_wyoming(sub)
     _add_config(sub)

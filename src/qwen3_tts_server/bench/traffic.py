@@ -199,16 +199,21 @@ async def closed_loop(traffic: Traffic, kinds: list[str], concurrency: int, seed
 
 
 async def _accepted(response: httpx.Response, outcome: Outcome) -> bool:
-    """A 200, or the error named by status and the envelope's code."""
+    """A 200, or the error named in `outcome` (`refusal`)."""
+    outcome.error = await refusal(response)
+    return outcome.error is None
+
+
+async def refusal(response: httpx.Response) -> str | None:
+    """None for a 200; else the error named by status and the envelope's code (`http_503:server_busy`)."""
     if response.status_code == 200:
-        return True
+        return None
     await response.aread()
     try:
         code = response.json()["error"]["code"]
     except (ValueError, KeyError, TypeError):
         code = None
-    outcome.error = f"http_{response.status_code}:{code}"
-    return False
+    return f"http_{response.status_code}:{code}"
 
 
 def _fresh_seed(rng: random.Random) -> int:
