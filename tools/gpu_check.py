@@ -11,6 +11,8 @@ step, so a call cut short still brings back what was done.
     e  one step's profile at 1 and 64 rows (benchmarks/step_profile.py)     -> e_profile.json
     f  a warm tiny model's first audio while the 0.6B loads beside it in one server (benchmarks/multi_model.py)
                                                                              -> f_multi_model.json
+    g  `bench-serving` through HTTP: the 0.6B under open-loop Poisson arrivals (1-80 requests/s) and a burst of 64,
+       the deadline scheduler and the fixed one before it; the 1.7B at 20/s and the burst -> g_serving.json/.png
     every process's output                                                   -> gpu_check.log
 
 The random-weight 0.6B and 1.7B checkpoints are built in the background from the start. `--dry-run` runs the
@@ -52,6 +54,9 @@ class Plan:
     peer_runs: int
     caps: dict[str, int] = field(default_factory=dict)  # each step's most seconds
     multi_rounds: int = 3  # step f's loads of the second model
+    # Step g: (checkpoint size, policies, arrival rates, seconds per rate, burst) per bench-serving call.
+    serving: list[tuple[str, list[str], list[float], float, int]] = field(default_factory=list)
+    serving_frames: int = 100  # frames a request may make (MAX_REQUEST_FRAMES): 8 s of speech
 
 
 GPU = Plan(
@@ -68,7 +73,12 @@ GPU = Plan(
     profile_rows=[1, 64],
     profile_steps=20,
     peer_runs=2,
-    caps={"a_tests": 120, "a_agreement": 90, "b": 150, "c": 120, "d": 100, "e": 90, "f": 90},
+    caps={"a_tests": 120, "a_agreement": 90, "b": 150, "c": 120, "d": 100, "e": 90, "f": 90, "g": 150},
+    serving=[
+        ("0.6b", ["after"], [1, 5, 10, 20, 40, 80], 8, 64),
+        ("0.6b", ["before"], [20], 8, 64),
+        ("1.7b", ["after"], [20], 8, 64),
+    ],
 )
 DRY_RUN = Plan(
     device="cpu",
@@ -84,8 +94,10 @@ DRY_RUN = Plan(
     profile_rows=[1, 2],
     profile_steps=2,
     peer_runs=1,
-    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90},
+    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90, "g": 90},
     multi_rounds=1,
+    serving=[("tiny", ["before", "after"], [2], 2, 2)],
+    serving_frames=6,
 )
 
 # The steps by name, in the issue's order (a: the first three, b, c, d, e); --steps picks and orders them.
@@ -98,6 +110,7 @@ STEPS = {
     "variants": "variants",
     "profile": "profile",
     "multi_model": "multi_model",
+    "serving": "serving",
 }
 
 # (label, unit, goal, higher is better): the goals of issue 28 on an H100, 0.6B unless named.
@@ -109,6 +122,12 @@ GOALS = {
     "s64_ttfa_p95": ("0.6B, 64 streams: time to first audio p95", "ms", 100.0, False),
     "s128_aggregate_rtf": ("0.6B, 128 streams: aggregate x real time", "x", 100.0, True),
     "big_one_stream_rtf": ("1.7B, 1 stream: x real time", "x", 12.0, True),
+    # issue 48's, through HTTP under open-loop arrivals (step g)
+    "serving_20_p95": ("0.6B, 20 requests/s: first audio p95 (no underrun)", "ms", 50.0, False),
+    "serving_highest_rate": ("0.6B: highest rate held, p95 <= 100 ms, no underrun", "/s", 60.0, True),
+    "serving_burst_p95": ("0.6B, burst of 64: first audio p95", "ms", 150.0, False),
+    "serving_burst_slowest": ("0.6B, burst of 64: slowest stream x real time", "x", 1.0, True),
+    "big_serving_20_p95": ("1.7B, 20 requests/s: first audio p95 (no underrun)", "ms", 60.0, False),
 }
 
 
@@ -240,6 +259,29 @@ class Check:
         status = self.run("f multi-model", command, self.plan.caps["f"], {"HF_HUB_OFFLINE": "1"})
         self._finish("f", json.loads(json_path.read_text()) if json_path.exists() else {"error": f"{status}"}, None)
 
+    def serving(self) -> None:
+        """g: `bench-serving` through HTTP, one call per (checkpoint, policies); the reports by "size policies"."""
+        plan, step = self.plan, {}
+        for size, policies, rates, seconds, burst in plan.serving:
+            model = self.checkpoint(size)
+            label = f"{size} {' '.join(policies)}"
+            if model is None:
+                step[label] = {"error": "no checkpoint"}
+                continue
+            json_path = self.work / f"serving_{size}_{'_'.join(policies)}.json"
+            plot = self.out / "g_serving.png" if not step else self.work / "serving.png"
+            command = [sys.executable, "-m", "qwen3_tts_server.cli", "bench-serving", "--model", str(model)]
+            command += ["--device", plan.device, "--dtype", plan.dtype, "--policies", *policies]
+            command += ["--rates", *map(str, rates), "--duration", str(seconds), "--burst", str(burst)]
+            command += ["--max-frames", str(plan.serving_frames), "--out", str(json_path), "--plot", str(plot)]
+            json_path.unlink(missing_ok=True)
+            status = self.run(f"g serving {label}", command, plan.caps["g"], {"HF_HUB_OFFLINE": "1"})
+            report = json.loads(json_path.read_text()) if json_path.exists() else {"error": f"bench-serving {status}"}
+            report.pop("requests", None)  # every request's timings: the levels' figures are what comes back
+            step[label] = report
+            self._finish("g", step, "g_serving.json", final=False)
+        self._finish("g", step, "g_serving.json")
+
     def _correctness(self, part: str, result: dict) -> None:
         self._finish("a", self.results["steps"].get("a", {}) | {part: result}, "a_correctness.json", final=False)
         print(f"a {part}: {step_line('a', {part: result})}", flush=True)
@@ -349,6 +391,23 @@ def _level(report: dict, concurrency: int) -> dict | None:
     return next((row for row in report.get("results", []) if row["concurrency"] == concurrency), None)
 
 
+def _serving_level(steps: dict, size: str, policy: str, kind: str, load: float) -> dict | None:
+    """Step g's figures of one level, from the report of the call that ran `policy` on `size`."""
+    for label, report in steps.get("g", {}).items():
+        if label.split()[0] == size:
+            for level in report.get("levels", []):
+                if (level["policy"], level["kind"], level["load"]) == (policy, kind, load):
+                    return level
+    return None
+
+
+def _p95_without_underrun(level: dict | None) -> float | None:
+    """A level's p95 first audio, or None (not met, whatever the time) when a request underran or failed."""
+    if level is None or level["underruns"] or level["errors"]:
+        return None
+    return level["first_audio_p95_ms"]
+
+
 def measured_goals(steps: dict) -> dict[str, float | None]:
     streams, big = steps.get("b", {}), steps.get("d", {})
     one, s64, s128 = (_level(streams, n) for n in (1, 64, 128))
@@ -361,6 +420,14 @@ def measured_goals(steps: dict) -> dict[str, float | None]:
         "s64_ttfa_p95": s64 and s64["ttfa_p95_ms"],
         "s128_aggregate_rtf": s128 and s128["aggregate_rtf"],
         "big_one_stream_rtf": big_one and big_one["stream_rtf_p50"],
+        "serving_20_p95": _p95_without_underrun(_serving_level(steps, "0.6b", "after", "rate", 20)),
+        "serving_highest_rate": next(
+            (r["highest_rate_held"].get("after") for k, r in steps.get("g", {}).items() if k == "0.6b after"), None
+        ),
+        "serving_burst_p95": (burst := _serving_level(steps, "0.6b", "after", "burst", 64))
+        and burst["first_audio_p95_ms"],
+        "serving_burst_slowest": burst and burst["slowest_stream_rtf"],
+        "big_serving_20_p95": _p95_without_underrun(_serving_level(steps, "1.7b", "after", "rate", 20)),
     }
 
 
@@ -441,7 +508,26 @@ def summary(results: dict) -> str:
     multi = steps.get("f", {})
     lines += ["", "## f: a warm model's first audio while another loads", ""]
     lines += [f"- {key}: {value}" for key, value in multi.get("stall", {}).items()] or [multi.get("error", "not run")]
+    lines += ["", "## g: serving through HTTP (Poisson arrivals, a burst)", ""]
+    for label, report in steps.get("g", {}).items() or {"": {"error": "not run"}}.items():
+        lines += _serving_table(label, report)
     return "\n".join(lines) + "\n"
+
+
+def _serving_table(label: str, report: dict) -> list[str]:
+    if "levels" not in report:
+        return [f"- {label}: {report.get('error')}".replace("- : ", ""), ""]
+    lines = [f"{label}: highest rate held {report['highest_rate_held']}", ""]
+    lines += ["| policy | level | requests | errors | first audio p50 / p95 / p99 | with underruns | slowest stream |"]
+    lines += ["|---|---|---:|---|---:|---:|---:|"]
+    for level in report["levels"]:
+        name = f"{level['load']:g}/s" if level["kind"] == "rate" else f"burst {level['load']:g}"
+        first = " / ".join(str(level[f"first_audio_{p}_ms"]) for p in ("p50", "p95", "p99"))
+        lines.append(
+            f"| {level['policy']} | {name} | {level['requests']} | {level['errors'] or '-'} | {first} ms "
+            f"| {level['underrun_share']} | {level['slowest_stream_rtf']}x |"
+        )
+    return lines + [""]
 
 
 def _tests_line(value: dict) -> str:
@@ -466,6 +552,13 @@ def step_line(step: str, result: dict) -> str:
         return "; ".join(rows + peers + [f"{name} failed" for name in result.get("failures", {})])
     if step == "d":
         return "; ".join(f"{name}: {step_line('b', report)}" for name, report in result.items())
+    if step == "g":
+        return "; ".join(
+            f"{label} {level['policy']} {level['kind']} {level['load']:g}: p95 {level['first_audio_p95_ms']} ms, "
+            f"underruns {level['underruns']}"
+            for label, report in result.items()
+            for level in report.get("levels", [])
+        )
     if step == "e":
         return "; ".join(
             f"{r['rows']} rows: {r['served_ms_per_step']} ms served, {r['busy_ms']} ms busy" for r in result["results"]
@@ -490,6 +583,9 @@ def main() -> int:
     check.build(plan.size)
     if "variants" in args.steps:
         check.build(plan.big)
+    if "serving" in args.steps:
+        for size in {call[0] for call in plan.serving} - set(check.builds):
+            check.build(size)
     for name in args.steps:
         step = getattr(check, STEPS[name])
         try:
