@@ -175,6 +175,27 @@ def test_prompts_prefilled_together_get_the_bits_each_gets_alone(models):
             assert torch.equal(want, got)
 
 
+def test_padded_prefill_attention_agrees_with_the_per_prompt_one(models):
+    """The GPU's prefill of several prompts runs attention once over them padded to the longest: the same states and
+    cache as attention per prompt, up to rounding."""
+    model = models["custom_voice"]
+    requests = [ENGLISH, SpeechInput("Short.", "English", "Vivian"), CHINESE]
+    prompts = [model.prompts.build(request).prefill for request in requests]
+    lengths = [len(p) for p in prompts]
+    stack = model.talker.model
+
+    @torch.inference_mode()
+    def prefill(padded: bool) -> tuple[torch.Tensor, torch.Tensor]:
+        cache = stack.new_cache(4, 64, torch.float32, torch.device("cpu"))
+        hidden = stack.prefill_packed(torch.cat(prompts), lengths, cache, [3, 0, 2], padded=padded)
+        return hidden, cache.k[:, [3, 0, 2], :, : max(lengths)]
+
+    (want, want_keys), (got, got_keys) = prefill(False), prefill(True)
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-5)
+    for slot, length in enumerate(lengths):
+        torch.testing.assert_close(got_keys[:, slot, :, :length], want_keys[:, slot, :, :length], rtol=1e-5, atol=1e-5)
+
+
 def test_removed_row_frees_its_slot_without_disturbing_the_others(models):
     model = models["custom_voice"]
     greedy = model.sampling().greedy()

@@ -306,6 +306,45 @@ class LayerRegions:
 EAGER_REGIONS = LayerRegions()  # what a pass outside the frame step uses (a prompt's prefill), never compiled
 
 
+class PackedPrompts:
+    """Prompts packed end to end, one position after another (`DecoderStack.prefill_packed`), and how attention runs
+    over them. Per prompt, over its own positions, as a prompt alone does: padding the prompts to one length changes
+    the last bits of a CPU attention kernel's sums (a seeded request must be the same alone and in a burst). Padded
+    (`padded`), in one attention call over the prompts padded to the longest: what a GPU wants (one kernel, not one
+    per prompt and layer), where a row's last bits depend on its batch anyway."""
+
+    def __init__(self, lengths: list[int], device: torch.device, padded: bool):
+        self.padded = padded
+        self.longest = max(lengths)
+        self.starts = list(itertools.accumulate(lengths, initial=0))
+        self.positions = torch.cat([torch.arange(length, device=device) for length in lengths])
+        self.last = torch.tensor(self.starts[1:], device=device) - 1  # each prompt's last position
+        if padded:
+            width = self.longest
+            # the packed position each padded one reads (the pads repeat a prompt's last), and back
+            prompts = zip(self.starts[:-1], lengths, strict=True)
+            self.gather = torch.tensor([[s + min(p, n - 1) for p in range(width)] for s, n in prompts], device=device)
+            self.scatter = torch.tensor(
+                [b * width + p for b, length in enumerate(lengths) for p in range(length)], device=device
+            )
+            self.mask = torch.ones(width, width, dtype=torch.bool, device=device).tril()
+        else:
+            self.masks = {n: torch.ones(n, n, dtype=torch.bool, device=device).tril() for n in set(lengths)}
+
+    def mix(self, attention: Attention, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+        """q (1, H, N, D), k and v (1, Hkv, N, D) of the packed positions -> the heads' outputs (1, N, H * D). A
+        prompt's positions attend causally over its own positions only."""
+        if self.padded:  # (1, heads, N, D) -> (B, heads, longest, D); a pad comes after its prompt's positions
+            q, k, v = (t[0][:, self.gather].transpose(0, 1) for t in (q, k, v))
+            mixed = attention.mix(q, k, v, self.mask)
+            return mixed.reshape(-1, mixed.shape[-1])[self.scatter][None]
+        mixed = [
+            attention.mix(q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], self.masks[stop - start])
+            for start, stop in itertools.pairwise(self.starts)
+        ]
+        return torch.cat(mixed, dim=1)
+
+
 class DecoderStack(nn.Module):
     """A stack of decoder layers with a final norm, run over whole prompts (prefill) or one token per
     row against a `KVCache` (decode). `rotary_float32` keeps the q/k norm and the rotation in float32 with
@@ -345,38 +384,30 @@ class DecoderStack(nn.Module):
         keys/values in the B cache rows `rows`."""
         return self.extend(x, cache, rows, 0)
 
-    def prefill_packed(self, x: torch.Tensor, lengths: list[int], cache: KVCache, rows: list[int]) -> torch.Tensor:
+    def prefill_packed(
+        self, x: torch.Tensor, lengths: list[int], cache: KVCache, rows: list[int], padded: bool | None = None
+    ) -> torch.Tensor:
         """Run several prompts in one forward, packed end to end: x (sum(lengths), hidden), prompt b the next
         `lengths[b]` positions, stored in cache row `rows[b]` from position 0. Returns each prompt's normed last
-        state (B, hidden). The projections and norms take every prompt's positions at once; attention runs per
-        prompt over its own positions, as a prompt alone does (padding the prompts to one length would change the
-        last bits of a CPU attention kernel's sums: a seeded request must be the same alone and in a burst)."""
+        state (B, hidden). The projections and norms take every prompt's positions at once; attention runs as
+        `PackedPrompts` says (`padded`: None pads on CUDA only)."""
         device = x.device
-        longest = max(lengths)
-        cache.ensure_capacity(longest)
-        starts = [0]
-        for length in lengths:
-            starts.append(starts[-1] + length)
-        positions = torch.cat([torch.arange(length, device=device) for length in lengths])
+        packed = PackedPrompts(lengths, device, device.type == "cuda" if padded is None else padded)
+        cache.ensure_capacity(packed.longest)
         owners = torch.cat(
             [torch.full((length,), row, device=device) for row, length in zip(rows, lengths, strict=True)]
         )
-        cos, sin = self.rotary.at(positions[None], longest, self.rotary_dtype(x.dtype))
-        masks = {length: torch.ones(length, length, dtype=torch.bool, device=device).tril() for length in set(lengths)}
+        cos, sin = self.rotary.at(packed.positions[None], packed.longest, self.rotary_dtype(x.dtype))
         x = x[None]
         for i, layer in enumerate(self.layers):
             q, k, v = EAGER_REGIONS.before(layer, x, cos, sin)
-            cache.k[i, owners, :, positions] = k[0].transpose(0, 1)
-            cache.v[i, owners, :, positions] = v[0].transpose(0, 1)
-            mixed = [
-                layer.self_attn.mix(q[:, :, start:stop], k[:, :, start:stop], v[:, :, start:stop], masks[stop - start])
-                for start, stop in itertools.pairwise(starts)
-            ]
-            x = EAGER_REGIONS.after(layer, x, torch.cat(mixed, dim=1))
+            cache.k[i, owners, :, packed.positions] = k[0].transpose(0, 1)
+            cache.v[i, owners, :, packed.positions] = v[0].transpose(0, 1)
+            x = EAGER_REGIONS.after(layer, x, packed.mix(layer.self_attn, q, k, v))
         cache.length[torch.tensor(rows, device=device)] = torch.tensor(lengths, device=device)
         for row, length in zip(rows, lengths, strict=True):
             cache.lengths[row] = length
-        return self.norm(x[0, torch.tensor(starts[1:], device=device) - 1])
+        return self.norm(x[0, packed.last])
 
     def extend(self, x: torch.Tensor, cache: KVCache, rows: slice, start: int) -> torch.Tensor:
         """Run x (B, T, hidden) causally at positions `start`.. of the B cache rows `rows`, attending over their
