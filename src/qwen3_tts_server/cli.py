@@ -435,6 +435,7 @@ def _add_bench_serving(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--rates", type=float, nargs="+", default=[1.0, 2.0, 4.0], help="arrivals per second")
     p.add_argument("--duration", type=float, default=20.0, help="seconds of arrivals per rate (default 20)")
     p.add_argument("--burst", type=int, default=16, help="requests sent at once after the rates (0: none)")
+    p.add_argument("--burst-rounds", type=int, default=1, help="bursts, one after another, summarised together")
     p.add_argument("--max-frames", type=int, default=100, help="the servers' MAX_REQUEST_FRAMES (80 ms each)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttfa-goal-ms", type=float, default=100.0, help="p95 first audio a rate held must meet")
@@ -442,6 +443,7 @@ def _add_bench_serving(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--sample-rate", type=int, default=SAMPLE_RATE, help="the raw PCM's rate (the model's)")
     p.add_argument("--out", type=Path, default=Path("bench_serving.json"), help="JSON results")
     p.add_argument("--plot", type=Path, help="PNG plot (default: beside --out)")
+    p.add_argument("--requests", type=Path, help="also write every request's timings and chunks here (JSON)")
     p.set_defaults(func=_bench_serving)
 
 
@@ -452,13 +454,27 @@ def _bench_serving(args: argparse.Namespace) -> int:
     from contextlib import ExitStack
     from dataclasses import asdict
 
-    from .bench.serving import POLICIES, Level, Plan, PolicyRun, build_report, run_policy, table, write_report
+    from .bench.serving import (
+        POLICIES,
+        SERVING_ENVIRONMENT,
+        Level,
+        Plan,
+        PolicyRun,
+        build_report,
+        requests_report,
+        run_policy,
+        table,
+        write_report,
+    )
     from .testing.live_server import live_process
     from .testing.random_checkpoint import make_test_model
 
-    if min(args.rates) <= 0 or args.duration <= 0 or args.timeout <= 0 or args.burst < 0 or args.max_frames < 1:
-        raise InvalidInputError("--rates, --duration and --timeout must be > 0, --burst >= 0 and --max-frames >= 1")
-    plan = Plan(tuple(args.rates), args.duration, args.burst, args.seed, args.sample_rate, args.timeout)
+    if min(args.rates) <= 0 or args.duration <= 0 or args.timeout <= 0 or args.burst < 0:
+        raise InvalidInputError("--rates, --duration and --timeout must be > 0 and --burst >= 0")
+    if args.max_frames < 1 or args.burst_rounds < 1:
+        raise InvalidInputError("--max-frames and --burst-rounds must be >= 1")
+    rounds = args.burst_rounds
+    plan = Plan(tuple(args.rates), args.duration, args.burst, args.seed, args.sample_rate, args.timeout, rounds)
 
     def measure(base: str, policy: str) -> PolicyRun:
         def report(level: Level) -> None:
@@ -494,11 +510,14 @@ def _bench_serving(args: argparse.Namespace) -> int:
         "rates": args.rates,
         "duration": args.duration,
         "burst": args.burst,
+        "burst_rounds": args.burst_rounds,
         "max_frames": None if args.url else args.max_frames,
         "seed": args.seed,
         "timeout": args.timeout,
         "sample_rate": args.sample_rate,
         "client_cpus": os.cpu_count(),
+        # what the servers inherit that shapes their speed (the engine's cores, torch's threads)
+        "environment": {key: os.environ[key] for key in SERVING_ENVIRONMENT if key in os.environ},
     }
     if failures:
         meta["failures"] = failures
@@ -511,6 +530,8 @@ def _bench_serving(args: argparse.Namespace) -> int:
         plot = args.plot or args.out.with_suffix(".png")
     report = build_report(results, meta, args.ttfa_goal_ms)
     write_report(report, args.out, plot)
+    if args.requests:
+        args.requests.write_text(json.dumps(requests_report(results)) + "\n")
     print(table(report), file=sys.stderr)
     print(f"wrote {args.out}" + (f" and {plot}" if plot else ""), file=sys.stderr)
     return 1 if failures else 0

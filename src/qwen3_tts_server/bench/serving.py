@@ -32,6 +32,8 @@ POLICIES = {
     "before": {"SCHEDULER": "fixed", "MAX_PREFILLS_PER_STEP": "2"},
     "after": {"SCHEDULER": "deadline"},
 }
+# Settings the servers inherit from the benchmark's environment that change their speed: recorded in the report.
+SERVING_ENVIRONMENT = ("INFERENCE_CPU_CORES", "OMP_NUM_THREADS", "MAX_BATCH_SIZE", "QUANTIZE", "CUDA_GRAPHS")
 DEFAULT_VOICE = "vivian"  # a preset speaker of the CustomVoice checkpoints
 SAMPLE_RATE = 24000  # raw PCM's rate: the model's (the speech route does not say it)
 # A chunk is late (an underrun) when it arrives more than this after the held audio has played: one arriving exactly
@@ -181,7 +183,8 @@ def highest_rate_held(levels: Iterable[Level], ttfa_goal_ms: float) -> float | N
 
 @dataclass(frozen=True)
 class Plan:
-    """What a policy's server is sent: each rate for `duration` seconds, then `burst` requests at once (0: none)."""
+    """What a policy's server is sent: each rate for `duration` seconds, then `burst` requests at once (0: none),
+    `burst_rounds` times, each round once the one before has ended (their requests summarised together)."""
 
     rates: tuple[float, ...]
     duration: float
@@ -189,15 +192,17 @@ class Plan:
     seed: int = 0
     sample_rate: int = SAMPLE_RATE
     timeout: float = 120.0  # seconds a request may take
+    burst_rounds: int = 1
 
 
 class Schedule(NamedTuple):
-    """A level's arrivals: `offsets` seconds from its start, spread over `window` seconds."""
+    """A level's arrivals: `offsets` seconds from its start, spread over `window` seconds, `rounds` times."""
 
     kind: str
     load: float
     offsets: list[float]
     window: float
+    rounds: int = 1
 
 
 @dataclass
@@ -227,7 +232,7 @@ async def run_policy(
         levels = [
             Schedule("rate", rate, arrivals(rate, plan.duration, plan.seed), plan.duration) for rate in plan.rates
         ]
-        levels += [Schedule("burst", plan.burst, [0.0] * plan.burst, 0.0)] if plan.burst else []
+        levels += [Schedule("burst", plan.burst, [0.0] * plan.burst, 0.0, plan.burst_rounds)] if plan.burst else []
         runs = []
         for schedule in levels:
             runs.append(await _level(client, voice, plan, policy, schedule))
@@ -238,15 +243,20 @@ async def run_policy(
 async def _level(client: httpx.AsyncClient, voice: str, plan: Plan, policy: str, schedule: Schedule) -> LevelRun:
     """Each request sent at its offset from the level's start, whatever the others are doing (open loop); the
     level lasts its arrival window or until its last byte, whichever is later."""
-    kind, load, offsets, window = schedule
-    start = time.monotonic()
+    kind, load, offsets, window, rounds = schedule
+    requests: list[Request] = []
+    wall = 0.0
+    for round_ in range(rounds):
+        start = time.monotonic()
 
-    async def one(index: int, offset: float) -> Request:
-        await asyncio.sleep(start + offset - time.monotonic())
-        return await stream_speech(client, _body(voice, plan.seed, f"{kind}:{load:g}", index), start, plan)
+        async def one(index: int, offset: float, start: float = start) -> Request:
+            await asyncio.sleep(start + offset - time.monotonic())
+            return await stream_speech(client, _body(voice, plan.seed, f"{kind}:{load:g}", index), start, plan)
 
-    requests = await asyncio.gather(*(one(index, offset) for index, offset in enumerate(offsets)))
-    return LevelRun(summarize(policy, kind, load, requests, max(window, time.monotonic() - start)), requests)
+        first = round_ * len(offsets)
+        requests += await asyncio.gather(*(one(first + i, offset) for i, offset in enumerate(offsets)))
+        wall += max(window, time.monotonic() - start)
+    return LevelRun(summarize(policy, kind, load, requests, wall), requests)
 
 
 def _body(voice: str, seed: int, level: str, index: int) -> dict[str, Any]:
@@ -309,8 +319,8 @@ async def server_info(client: httpx.AsyncClient) -> dict[str, Any]:
 
 
 def build_report(results: list[PolicyRun], meta: dict[str, Any], ttfa_goal_ms: float) -> dict[str, Any]:
-    """The JSON report: the levels' figures, each policy's highest rate held, the before/after ratios of p95 first
-    audio (when both ran) and every request."""
+    """The JSON report: the levels' figures, each policy's highest rate held and the before/after ratios of p95 first
+    audio (when both ran)."""
     levels = [run.level for result in results for run in result.runs]
     return {
         "meta": {**meta, "ttfa_goal_ms": ttfa_goal_ms, "servers": {r.policy: r.server for r in results}},
@@ -319,10 +329,12 @@ def build_report(results: list[PolicyRun], meta: dict[str, Any], ttfa_goal_ms: f
             r.policy: highest_rate_held((run.level for run in r.runs), ttfa_goal_ms) for r in results
         },
         "p95_first_audio_ratios": ratios(levels),
-        "requests": {
-            f"{r.policy} {run.level.name}": [asdict(q) for q in run.requests] for r in results for run in r.runs
-        },
     }
+
+
+def requests_report(results: list[PolicyRun]) -> dict[str, list[dict[str, Any]]]:
+    """Every request's timings and chunks, by policy and level (`--requests`: to look into a level's figures)."""
+    return {f"{r.policy} {run.level.name}": [asdict(q) for q in run.requests] for r in results for run in r.runs}
 
 
 def ratios(levels: list[Level]) -> list[dict[str, Any]]:
