@@ -24,8 +24,8 @@ def test_a_listener_plays_at_real_time_from_its_first_chunk():
     assert listener.holds(10.5) == pytest.approx(-0.26)  # ran dry 0.26 s ago
 
 
-def outlook(row: int, holds: float | None, due_in: float = 0.1, interactive: bool = True) -> Outlook:
-    return Outlook(row, interactive, holds, due_in)
+def outlook(row: int, holds: float | None, due_in: float = 0.1, interactive: bool = True, held=False) -> Outlook:
+    return Outlook(row, interactive, holds, due_in, held)
 
 
 def test_rows_ahead_skip_steps_only_while_another_is_urgent():
@@ -37,6 +37,8 @@ def test_rows_ahead_skip_steps_only_while_another_is_urgent():
     assert rows_to_hold([ahead, middling, whole_file, new_arrival]) == {0, 2}
     running_dry = outlook(4, holds=0.1 + URGENT_MARGIN - 0.01)
     assert rows_to_hold([ahead, middling, whole_file, running_dry]) == {0, 2}
+    held_whole_file = outlook(2, holds=None, interactive=False, held=True)
+    assert rows_to_hold([ahead, held_whole_file, new_arrival]) == {0}, "a whole-file row skips every other step"
     # a chunk due later needs more held audio to be safe, and more still to be ahead
     assert outlook(5, holds=1.0, due_in=0.9).urgent and not outlook(6, holds=2.0, due_in=0.9).ahead
 

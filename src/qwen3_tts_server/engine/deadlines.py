@@ -1,12 +1,12 @@
 """The deadline scheduler's decisions, from how much audio each listener holds (`synthesis.py` applies them).
 
-A streamed request's listener starts playing at its first chunk and plays at real time, so at any moment it holds
-the audio delivered less the time since that chunk. A row is urgent when its listener would run dry before its next
-chunk (or has no audio yet: a new arrival waits for its first frame). While any row is urgent, the rows whose
-listeners hold plenty skip steps, and whole-file rows (no listener: batch narration) skip them too, so that a step
-costs less and the urgent rows' frames come sooner. Waiting requests are admitted together, as many as a step's time
-allows, or the time the listeners hold beyond their next chunk if that is longer. Holding a row changes none of its
-frames (`FrameGenerator.pause`).
+A streamed request's listener starts playing at its first chunk and plays at real time, so at any moment it holds the
+audio delivered less the time since that chunk (a request's segments, each a row of its own, share one). A row is urgent
+when its listener would run dry before its next chunk (or has no audio yet: a new arrival waits for its first frame).
+While any row is urgent, the rows whose listeners hold plenty skip steps, and whole-file rows (no listener: batch
+narration) every other step, so that a step costs less and the urgent rows' frames come sooner. Waiting requests are
+admitted together, as many as a step's time allows, or the time the listeners hold beyond their next chunk if that is
+longer. Holding a row changes none of its frames (`FrameGenerator.pause`).
 """
 
 from __future__ import annotations
@@ -43,6 +43,7 @@ class Outlook:
     interactive: bool  # streamed to a listener (else a whole-file job)
     holds: float | None  # Listener.holds
     due_in: float  # seconds until its next chunk, stepping every step
+    held: bool = False  # skipped the step before
 
     @property
     def urgent(self) -> bool:
@@ -50,9 +51,10 @@ class Outlook:
 
     @property
     def ahead(self) -> bool:
-        """It can skip steps while others are urgent."""
+        """It can skip steps while others are urgent: a whole-file row every other step (it never starves), a
+        listener's while it holds plenty (it steps again as it plays down to that)."""
         if not self.interactive:
-            return True
+            return not self.held
         return self.holds is not None and self.holds > self.due_in + URGENT_MARGIN + LEAD_SECONDS
 
 

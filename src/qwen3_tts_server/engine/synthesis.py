@@ -4,13 +4,12 @@ streaming audio chunks to asyncio.
 Each iteration, besides what every engine does, it pauses the rows whose client is `stream_buffer_seconds` of audio
 behind (and resumes those whose client caught up), advances every other active row by one frame, and decodes the
 rows whose next chunk is complete with the incremental codec (on a GPU batched by chunk length; on a CPU one stream
-after another, the listener with the least audio first). A failed decode fails the
-rows of that chunk group only.
+after another, the listener with the least audio first). A failed decode fails the rows of that decode only.
 
-Two schedulers. `deadline` (the default) prefills the waiting requests it admits together, in one forward, as many
-as the listeners can wait for, and lets rows whose listeners hold plenty of audio skip steps while others are about
-to run dry or wait for their first audio (`deadlines.py`). `fixed` is the policy before it: one prefill after
-another, `max_prefills_per_step` of them, every row stepping every step (kept to measure against).
+Two schedulers. `deadline` (the default) prefills the waiting requests it admits together, in one forward (a step's
+worth, or more while every listener can wait), and lets rows whose listeners hold plenty of audio skip steps while
+others are about to run dry or wait for their first audio (`deadlines.py`). `fixed` is the policy before it: one prefill
+after another, `max_prefills_per_step` of them, every row stepping every step (kept to measure against).
 """
 
 from __future__ import annotations
@@ -19,6 +18,7 @@ import asyncio
 import logging
 import math
 import time
+import weakref
 from dataclasses import dataclass, field
 
 import torch
@@ -57,7 +57,8 @@ class _Handle(RowHandle[SpeechJob]):
     frames_sent: int = 0
     frames_taken: int = 0  # by the client (counted on the event loop)
     finish_reason: str | None = None
-    listener: Listener = field(default_factory=Listener)
+    listener: Listener = field(default_factory=Listener)  # its request's (`Engine._handle`)
+    held: bool = False  # skipped the last step for rows more urgent (the deadline scheduler)
 
     def __post_init__(self):
         self.sizes = self.job.chunk_sizes()
@@ -112,6 +113,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         self.cuda_graphs = cuda_graphs  # replay the frame step as CUDA graphs where the model is on CUDA
         self.scheduler = scheduler
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
+        self._listeners: weakref.WeakKeyDictionary[RequestClock, Listener] = weakref.WeakKeyDictionary()
 
     def start(self, preload: bool = False) -> Engine:
         """Take work from now on; `preload` loads and warms up the model and captures the frame step's graphs
@@ -135,7 +137,9 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         return SynthesisFailedError(SYNTHESIS_FAILED)
 
     def _handle(self, job: SpeechJob, loop: asyncio.AbstractEventLoop, clock: RequestClock) -> _Handle:
-        return _Handle(job, loop, asyncio.Queue(), time.monotonic(), clock)
+        handle = _Handle(job, loop, asyncio.Queue(), time.monotonic(), clock)
+        handle.listener = self._listeners.setdefault(clock, Listener())  # one per request: its segments play in turn
+        return handle
 
     def _stream(self, handle: _Handle) -> JobStream:
         return JobStream(handle, self)
@@ -241,7 +245,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         """The stepping rows as the deadline scheduler sees them."""
         now, step = time.monotonic(), self.pace.step_seconds or 0.0
         return [
-            Outlook(row, h.job.interactive, h.listener.holds(now), max(h.next_size - len(h.pending), 0) * step)
+            Outlook(row, h.job.interactive, h.listener.holds(now), max(h.next_size - len(h.pending), 0) * step, h.held)
             for row, h in self._active.items()
             if not h.paused
         ]
@@ -266,6 +270,8 @@ class Engine(RowEngine[SpeechJob, _Handle]):
     def _step(self) -> None:
         started = time.perf_counter()
         held = rows_to_hold(self._outlooks()) if self.scheduler == "deadline" else set()
+        for row, handle in self._active.items():
+            handle.held = row in held
         for row in held:
             self.generator.pause(row)
         try:
