@@ -33,7 +33,14 @@ POLICIES = {
     "after": {"SCHEDULER": "deadline"},
 }
 # Settings the servers inherit from the benchmark's environment that change their speed: recorded in the report.
-SERVING_ENVIRONMENT = ("INFERENCE_CPU_CORES", "OMP_NUM_THREADS", "MAX_BATCH_SIZE", "QUANTIZE", "CUDA_GRAPHS")
+SERVING_ENVIRONMENT = (
+    "INFERENCE_CPU_CORES",
+    "OMP_NUM_THREADS",
+    "MAX_BATCH_SIZE",
+    "MAX_QUEUE_DEPTH",
+    "QUANTIZE",
+    "CUDA_GRAPHS",
+)
 DEFAULT_VOICE = "vivian"  # a preset speaker of the CustomVoice checkpoints
 SAMPLE_RATE = 24000  # raw PCM's rate: the model's (the speech route does not say it)
 # A chunk is late (an underrun) when it arrives more than this after the held audio has played: one arriving exactly
