@@ -40,7 +40,8 @@ from qwen3_tts_server.testing.random_checkpoint import make_test_model
 OUT = Path(__file__).resolve().parent / "results" / "multi_model.json"
 ENV = {"MAX_REQUEST_FRAMES": "3", "TEXT_NORMALIZE": "false", "IDLE_TIMEOUT": "0", "AUDIO_CACHE_MAX": "0"}
 UNLOADS_AFTER = 4.0  # seconds: the shared server's IDLE_TIMEOUT (the warm model, never idle, stays)
-PRESET = {"input": "A warm stream.", "voice": "ryan", "response_format": "pcm", "stream": True}
+# Raw PCM in a named language: the GPU check's kit has neither PyAV nor lingua (tools/gpu_kit.sh).
+PRESET = {"input": "A warm stream.", "voice": "ryan", "response_format": "pcm", "stream": True, "language": "English"}
 SECOND = {**PRESET, "input": "Load.", "stream": False}  # to the second checkpoint (its `model` added)
 
 

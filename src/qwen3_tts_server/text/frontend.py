@@ -8,6 +8,7 @@ segments at all means the text has nothing to say."""
 from __future__ import annotations
 
 import functools
+import logging
 from dataclasses import dataclass
 
 from .cleanup import remove_unspoken
@@ -16,6 +17,7 @@ from .normalize import LANGUAGES, normalize
 from .scripts import is_cjk
 from .segment import speakable, speech_segments, split_sentences
 
+log = logging.getLogger(__name__)
 SEGMENT_MAX_CHARS = 300  # about 20 s of speech: long enough for natural prosody, short enough to pipeline
 
 
@@ -86,4 +88,7 @@ def warm_up_text_front_end() -> None:
     that no request pays for it."""
     for language in LANGUAGES:
         text_segments("Warm up: 1, 2 and 3.", language, normalize_text=True)
-    detect_language("Warm up the language detector.")
+    try:
+        detect_language("Warm up the language detector.")
+    except ModuleNotFoundError as exc:  # lingua missing (the GPU check's kit: its wheel outweighs what a call carries)
+        log.warning("no language detection (%s): a request must name its language", exc)

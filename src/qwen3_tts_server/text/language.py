@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import re
 import threading
-
-from lingua import Language, LanguageDetector, LanguageDetectorBuilder
+from typing import TYPE_CHECKING
 
 from .scripts import HAN_RANGES, HANGUL_RANGES, KANA_RANGES
+
+if TYPE_CHECKING:  # lingua (its models are some 100 MB) is imported when a detector is built
+    from lingua import LanguageDetector
 
 # The model's languages and their ISO 639-1 codes (sentence splitting by pysbd, Wyoming clients).
 LANGUAGE_CODES = {
@@ -30,13 +32,13 @@ LANGUAGE_CODES = {
     "spanish": "es",
     "italian": "it",
 }
-LATIN_LANGUAGES = {
-    Language.ENGLISH: "english",
-    Language.GERMAN: "german",
-    Language.FRENCH: "french",
-    Language.PORTUGUESE: "portuguese",
-    Language.SPANISH: "spanish",
-    Language.ITALIAN: "italian",
+LATIN_LANGUAGES = {  # by lingua's names for them
+    "ENGLISH": "english",
+    "GERMAN": "german",
+    "FRENCH": "french",
+    "PORTUGUESE": "portuguese",
+    "SPANISH": "spanish",
+    "ITALIAN": "italian",
 }
 # The smallest that gave no wrong answer on the labelled sentences; short ambiguous ones ("Acho que sim.") get None.
 MIN_RELATIVE_DISTANCE = 0.1
@@ -60,7 +62,9 @@ _detector: LanguageDetector | None = None
 
 def build_detector(high_accuracy: bool = True, preload: bool = True) -> LanguageDetector:
     """lingua for the six Latin-script languages, answering None below the minimum relative distance."""
-    builder = LanguageDetectorBuilder.from_languages(*LATIN_LANGUAGES)
+    from lingua import Language, LanguageDetectorBuilder
+
+    builder = LanguageDetectorBuilder.from_languages(*(getattr(Language, name) for name in LATIN_LANGUAGES))
     builder = builder.with_minimum_relative_distance(MIN_RELATIVE_DISTANCE)
     if not high_accuracy:
         builder = builder.with_low_accuracy_mode()
@@ -85,7 +89,8 @@ def latin_language(text: str, detector: LanguageDetector) -> str | None:
     if not _OWN_LETTERS.issuperset(_SCRIPTS["latin"].findall(text.lower())):
         return None
     valid = text.encode("utf-8", "ignore").decode("utf-8")  # lingua takes Unicode text only: no lone surrogate
-    return LATIN_LANGUAGES.get(detector.detect_language_of(valid))
+    detected = detector.detect_language_of(valid)
+    return None if detected is None else LATIN_LANGUAGES.get(detected.name)
 
 
 def _script_language(text: str) -> str | None:
