@@ -70,3 +70,27 @@ def test_a_streams_audio_has_the_same_bits_alone_and_decoded_with_others(models)
     alone = decoded(1)
     for count in (2, 3):
         assert torch.equal(decoded(count), alone), f"decoded with {count - 1} others"
+
+
+def test_streams_with_different_frame_counts_decode_in_one_pass(models):
+    """The GPU's one codec pass a step: streams at different points, each with its own number of new frames (padded
+    to the most), get the audio each gets decoded alone, and their states carry on from their own last frame."""
+    model = models["custom_voice"]
+    decoder = StreamingCodecDecoder(model.codec)
+    codes = [random_codes(100, seed=50 + i) for i in range(3)]
+    starts, counts = [0, 30, 75], [1, 8, 3]  # the second one's window of 72 frames has filled
+    states = [decoder.new_state() for _ in codes]
+    for state, stream_codes, start in zip(states, codes, starts, strict=True):
+        if start:
+            decoder.decode([state], torch.from_numpy(stream_codes[:start])[None])
+    chunks = [torch.from_numpy(c[s : s + n]) for c, s, n in zip(codes, starts, counts, strict=True)]
+    ragged = decoder.decode_ragged(states, chunks)
+    # then one more uniform chunk each, from the states the ragged pass left
+    after = decoder.decode(states, torch.stack([torch.from_numpy(c[s + n : s + n + 4]) for c, s, n in
+                                                zip(codes, starts, counts, strict=True)]))  # fmt: skip
+    for row, (stream_codes, start, count) in enumerate(zip(codes, starts, counts, strict=True)):
+        offline = model.decode(stream_codes[: start + count + 4])
+        assert [state.frames for state in states][row] == start + count + 4
+        got = np.concatenate([ragged[row].numpy(), after[row].numpy()])
+        assert got.shape == ((count + 4) * 1920,)
+        assert np.abs(got - offline[start * 1920 :]).max() <= 1e-5

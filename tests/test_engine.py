@@ -142,6 +142,44 @@ def test_rows_ahead_of_their_listeners_skip_steps_while_a_new_request_waits_for_
     np.testing.assert_array_equal(new_codes, new_solo)
 
 
+def test_chunks_of_different_lengths_decode_in_one_pass_as_on_a_gpu(models, monkeypatch):
+    """On a GPU the deadline scheduler decodes every chunk due in a step in one pass, whatever their lengths: streams
+    whose chunks of different lengths fall due together get their solo codes and the offline decode of them."""
+    model = models["custom_voice"]
+    monkeypatch.setattr(Engine, "_decode_groups", lambda self, ready: [ready] if ready else [])
+    params = [model.sampling(seed=60 + i) for i in range(3)]
+    solo = [model.generate([r], p, max_frames=20)[0].codes for r, p in zip(REQUESTS[:3], params, strict=True)]
+    decodes: list[list[int]] = []
+    ragged = model.codec_stream.decode_ragged
+
+    def counted(states, chunks):
+        decodes.append([len(chunk) for chunk in chunks])
+        return ragged(states, chunks)
+
+    monkeypatch.setattr(model.codec_stream, "decode_ragged", counted)
+
+    schedules = [(1, 2, 4, 8), (3,), (2, 5)]  # due together: after step 3 (2 and 3 frames), 6 (3), 7 (4 and 5), ...
+
+    async def scenario(engine):
+        jobs = [
+            job_for(model, request, p, max_frames=20, chunk_schedule=schedule)
+            for request, p, schedule in zip(REQUESTS[:3], params, schedules, strict=True)
+        ]
+        streams = [engine.submit(job) for job in jobs]  # admitted together, before the engine starts
+        engine.start()
+        return await asyncio.gather(*(collect(stream) for stream in streams))
+
+    engine = Engine(model, max_batch_size=3)
+    try:
+        results = asyncio.run(scenario(engine))
+    finally:
+        engine.stop()
+    assert any(len(set(lengths)) > 1 for lengths in decodes), "chunks of different lengths decoded together"
+    for (codes, audio, _), expected in zip(results, solo, strict=True):
+        np.testing.assert_array_equal(codes, expected)
+        assert np.abs(audio - model.decode(codes)).max() <= 1e-5
+
+
 def test_streamed_audio_equals_the_offline_decode(models):
     model = models["custom_voice"]
 

@@ -3,8 +3,9 @@ streaming audio chunks to asyncio.
 
 Each iteration, besides what every engine does, it pauses the rows whose client is `stream_buffer_seconds` of audio
 behind (and resumes those whose client caught up), advances every other active row by one frame, and decodes the
-rows whose next chunk is complete with the incremental codec (on a GPU batched by chunk length; on a CPU one stream
-after another, the listener with the least audio first). A failed decode fails the rows of that decode only.
+rows whose next chunk is complete with the incremental codec (on a GPU in one decode, whatever their lengths; on a CPU
+one stream after another, the listener with the least audio first). A failed decode fails the rows of that decode
+only.
 
 Two schedulers. `deadline` (the default) prefills the waiting requests it admits together, in one forward (a step's
 worth, or more while every listener can wait), and lets rows whose listeners hold plenty of audio skip steps while
@@ -15,12 +16,14 @@ after another, `max_prefills_per_step` of them, every row stepping every step (k
 from __future__ import annotations
 
 import asyncio
+import itertools
 import logging
 import math
 import time
 import weakref
 from dataclasses import dataclass, field
 
+import numpy as np
 import torch
 
 from ..config import CPU_BATCH_SIZE, GPU_BATCH_SIZE, MAX_REQUEST_FRAMES
@@ -301,23 +304,31 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         ]
         for handles in self._decode_groups(ready):
             try:
-                codes = torch.stack([torch.stack(h.pending) for h in handles])
-                audio = self.model.codec_stream.decode([h.codec for h in handles], codes).float().cpu().numpy()
+                chunks = [torch.stack(h.pending) for h in handles]
+                audio = self.model.codec_stream.decode_ragged([h.codec for h in handles], chunks)
+                samples = torch.cat(audio).float().cpu().numpy()  # one copy to the host for the whole group
+                codes = torch.cat(chunks).cpu().numpy()
             except Exception as exc:  # only this group's streams are lost
                 self._fail_handles(handles, typed_error(exc, "a codec decode failed"))
                 continue
-            self._deliver(handles, audio, codes.cpu().numpy())
+            ends = list(itertools.accumulate(len(chunk) for chunk in chunks))[:-1]
+            per_frame = self.model.samples_per_frame
+            self._deliver(handles, np.split(samples, [end * per_frame for end in ends]), np.split(codes, ends))
         return bool(ready)
 
     def _decode_groups(self, ready: list[_Handle]) -> list[list[_Handle]]:
-        """The chunks due, in the decodes that make them: one decode per chunk length. But on a CPU, where the
-        codec decodes each stream alone anyway (`StreamingCodecDecoder.decode`), the deadline scheduler delivers
-        each chunk as soon as it is made, the listeners with the least audio first (no audio yet before any)."""
-        if self.model.device.type != "cpu" or self.scheduler == "fixed":
+        """The chunks due, in the decodes that make them. The fixed scheduler: one decode per chunk length. The
+        deadline scheduler: on a GPU one decode for them all, whatever their lengths
+        (`StreamingCodecDecoder.decode_ragged`); on a CPU, where the codec decodes each stream alone anyway (a
+        stream's bits must not depend on the others), each chunk is delivered as soon as it is made, the listeners
+        with the least audio first (no audio yet before any)."""
+        if self.scheduler == "fixed":
             by_length: dict[int, list[_Handle]] = {}
             for handle in ready:
                 by_length.setdefault(len(handle.pending), []).append(handle)
             return list(by_length.values())
+        if self.model.device.type != "cpu":
+            return [ready] if ready else []
         now = time.monotonic()
         held = {id(handle): handle.listener.holds(now) for handle in ready}
         ready.sort(key=lambda handle: -math.inf if held[id(handle)] is None else held[id(handle)])

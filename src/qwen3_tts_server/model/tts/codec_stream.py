@@ -37,6 +37,38 @@ class CodecStreamState:
     frames: int = 0
 
 
+@dataclass
+class _Pass:
+    """One decode of several streams side by side: their state buffers, the frames in the pass (`n`), and, when the
+    streams decode different counts (padded to `n` after their own), each one's count (`frames`, (B,))."""
+
+    buffers: dict[str, torch.Tensor]
+    n: int
+    frames: torch.Tensor | None = None
+
+    def kept(self, joined: torch.Tensor, width: int, dim: int = -1) -> torch.Tensor:
+        """The `width` positions of `joined` along `dim` that end where each stream's own input ends: `joined` is
+        `width` kept positions followed by the pass's (the last `width` when every stream decodes `n` frames)."""
+        if self.frames is None:
+            return joined.narrow(dim, joined.shape[dim] - width, width)
+        dim %= joined.ndim
+        scale = (joined.shape[dim] - width) // self.n  # positions per frame at this stage
+        index = self.frames[:, None] * scale + torch.arange(width, device=joined.device)  # (B, width)
+        shape = [1] * joined.ndim
+        shape[0], shape[dim] = index.shape
+        sizes = list(joined.shape)
+        sizes[dim] = width
+        return joined.gather(dim, index.view(shape).expand(sizes))
+
+    def own(self, x: torch.Tensor) -> torch.Tensor:
+        """x (B, C, L) with each stream's padding (past its own frames) zeroed: what follows its input adds nothing
+        to a transposed convolution's tail."""
+        if self.frames is None:
+            return x
+        scale = x.shape[-1] // self.n
+        return x * (torch.arange(x.shape[-1], device=x.device) < self.frames[:, None] * scale)[:, None].to(x.dtype)
+
+
 class StreamingCodecDecoder:
     def __init__(self, codec: CodecDecoder):
         self.codec = codec
@@ -70,64 +102,82 @@ class StreamingCodecDecoder:
             return torch.cat([self._decode([state], codes[i : i + 1]) for i, state in enumerate(states)])
         return self._decode(states, codes)
 
-    def _decode(self, states: list[CodecStreamState], codes: torch.Tensor) -> torch.Tensor:
+    @torch.inference_mode()
+    def decode_ragged(self, states: list[CodecStreamState], codes: list[torch.Tensor]) -> list[torch.Tensor]:
+        """Decode each stream's next frames, as many as it has (codes[b]: (n_b, num_quantizers)), in one pass: the
+        streams padded to the most, each one's state kept where its own frames end. Its audio (n_b * 1920) is what
+        `decode` gives it, up to rounding: the GPU's one decode a step for every stream with a chunk due."""
+        frames = [len(c) for c in codes]
+        if len(set(frames)) == 1:
+            return list(self.decode(states, torch.stack(codes)))
+        padded = torch.zeros(len(codes), max(frames), codes[0].shape[1], dtype=codes[0].dtype, device=codes[0].device)
+        for row, stream_codes in enumerate(codes):
+            padded[row, : len(stream_codes)] = stream_codes
+        audio = self._decode(states, padded, torch.tensor(frames, device=padded.device))
+        return [row[: n * self.samples_per_frame] for row, n in zip(audio, frames, strict=True)]
+
+    def _decode(
+        self, states: list[CodecStreamState], codes: torch.Tensor, frames: torch.Tensor | None = None
+    ) -> torch.Tensor:
         n = codes.shape[1]
         buffers = {key: torch.cat([s.buffers[key] for s in states]) for key in states[0].buffers}
+        run = _Pass(buffers, n, frames)
         positions = torch.tensor([s.frames for s in states], device=codes.device)
         bound = max(s.frames for s in states) + n
         codec = self.codec
         x = codec.quantizer.decode(codes.transpose(1, 2))
-        x = self._conv(codec.pre_conv, x, buffers)
-        x = self._transformer(codec.pre_transformer, x.transpose(1, 2), positions, bound, buffers).transpose(1, 2)
+        x = self._conv(codec.pre_conv, x, run)
+        x = self._transformer(codec.pre_transformer, x.transpose(1, 2), positions, bound, run).transpose(1, 2)
         for transposed, convnext in codec.upsample:
-            x = self._convnext(convnext, self._transposed(transposed, x, buffers), buffers)
+            x = self._convnext(convnext, self._transposed(transposed, x, run), run)
         for stage in codec.decoder:
-            x = self._stage(stage, x, buffers)
+            x = self._stage(stage, x, run)
         audio = x.clamp(-1, 1)[:, 0]
-        for row, state in enumerate(states):
+        counts = [n] * len(states) if frames is None else frames.tolist()
+        for row, (state, count) in enumerate(zip(states, counts, strict=True)):
             for key, value in buffers.items():
                 state.buffers[key] = value[row : row + 1]
-            state.frames += n
+            state.frames += count
         return audio
 
-    def _stage(self, module: nn.Module, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _stage(self, module: nn.Module, x: torch.Tensor, run: _Pass) -> torch.Tensor:
         if isinstance(module, CausalConv):
-            return self._conv(module, x, buffers)
+            return self._conv(module, x, run)
         if isinstance(module, SnakeBeta):
             return module(x)
         if isinstance(module, UpsampleBlock):
-            x = self._transposed(module.block[1], module.block[0](x), buffers)
+            x = self._transposed(module.block[1], module.block[0](x), run)
             for unit in module.block[2:]:
-                x = self._residual(unit, x, buffers)
+                x = self._residual(unit, x, run)
             return x
         raise TypeError(f"no streaming rule for {type(module).__name__}")
 
-    def _conv(self, conv: CausalConv, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
+    def _conv(self, conv: CausalConv, x: torch.Tensor, run: _Pass) -> torch.Tensor:
         if not conv.left:
             return conv.conv(x)
         key = self._names[conv]
-        extended = torch.cat((buffers[key], x), dim=-1)
-        buffers[key] = extended[..., -conv.left :]
+        extended = torch.cat((run.buffers[key], x), dim=-1)
+        run.buffers[key] = run.kept(extended, conv.left)
         return conv.conv(extended)
 
-    def _transposed(self, tconv: CausalTransposedConv, x: torch.Tensor, buffers: dict[str, torch.Tensor]):
+    def _transposed(self, tconv: CausalTransposedConv, x: torch.Tensor, run: _Pass):
         if not tconv.trim:
             return tconv.conv(x)
         key = self._names[tconv]
         conv = tconv.conv
-        raw = F.conv_transpose1d(x, conv.weight, None, stride=conv.stride[0])
-        raw[..., : tconv.trim] += buffers[key]
+        raw = F.conv_transpose1d(run.own(x), conv.weight, None, stride=conv.stride[0])
+        raw[..., : tconv.trim] += run.buffers[key]
         complete = x.shape[-1] * conv.stride[0]
-        buffers[key] = raw[..., complete:]
+        run.buffers[key] = run.kept(raw, tconv.trim)
         return raw[..., :complete] + conv.bias[None, :, None]
 
-    def _convnext(self, block: ConvNeXtBlock, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
-        y = block.norm(self._conv(block.dwconv, x, buffers).transpose(1, 2))
+    def _convnext(self, block: ConvNeXtBlock, x: torch.Tensor, run: _Pass) -> torch.Tensor:
+        y = block.norm(self._conv(block.dwconv, x, run).transpose(1, 2))
         y = block.gamma * block.pwconv2(F.gelu(block.pwconv1(y)))
         return x + y.transpose(1, 2)
 
-    def _residual(self, unit: ResidualUnit, x: torch.Tensor, buffers: dict[str, torch.Tensor]) -> torch.Tensor:
-        y = self._conv(unit.conv1, unit.act1(x), buffers)
+    def _residual(self, unit: ResidualUnit, x: torch.Tensor, run: _Pass) -> torch.Tensor:
+        y = self._conv(unit.conv1, unit.act1(x), run)
         return x + unit.conv2(unit.act2(y))
 
     def _transformer(
@@ -136,7 +186,7 @@ class StreamingCodecDecoder:
         x: torch.Tensor,
         positions: torch.Tensor,
         bound: int,
-        buffers: dict[str, torch.Tensor],
+        run: _Pass,
     ) -> torch.Tensor:
         """x (B, n, latent) at frames positions[b] + [0, n): attends to the kept window and the new frames."""
         n, history = x.shape[1], self.window - 1
@@ -149,9 +199,9 @@ class StreamingCodecDecoder:
         for i, layer in enumerate(model.layers):
             attn = layer.self_attn
             q, k, v = attn.project(layer.input_layernorm(x), cos, sin)
-            keys = torch.cat((buffers[f"kv{i}.k"], k), dim=2)
-            values = torch.cat((buffers[f"kv{i}.v"], v), dim=2)
-            buffers[f"kv{i}.k"], buffers[f"kv{i}.v"] = keys[:, :, -history:], values[:, :, -history:]
+            keys = torch.cat((run.buffers[f"kv{i}.k"], k), dim=2)
+            values = torch.cat((run.buffers[f"kv{i}.v"], v), dim=2)
+            run.buffers[f"kv{i}.k"], run.buffers[f"kv{i}.v"] = run.kept(keys, history, 2), run.kept(values, history, 2)
             x = x + layer.self_attn_layer_scale(attn.attend(q, keys, values, mask))
             x = x + layer.mlp_layer_scale(layer.mlp(layer.post_attention_layernorm(x)))
         return model.output_proj(model.norm(x))
