@@ -117,17 +117,17 @@ def test_rows_ahead_of_their_listeners_skip_steps_while_a_new_request_waits_for_
     both make the codes they make alone."""
     model = models["custom_voice"]
     long_params, new_params = model.sampling(seed=50), model.sampling(seed=51)
-    long_solo = model.generate([REQUESTS[0]], long_params, max_frames=80, suppress_eos=True)[0].codes
+    long_solo = model.generate([REQUESTS[0]], long_params, max_frames=120, suppress_eos=True)[0].codes
     new_solo = model.generate([REQUESTS[1]], new_params, max_frames=10)[0].codes
     held: list[int] = []
 
     async def scenario(engine):
         pause = engine.generator.pause
         monkeypatch.setattr(engine.generator, "pause", lambda row: held.append(row) or pause(row))
-        long = engine.submit(job_for(model, REQUESTS[0], long_params, max_frames=80, suppress_eos=True))
+        long = engine.submit(job_for(model, REQUESTS[0], long_params, max_frames=120, suppress_eos=True))
         chunks = [await long.__anext__()]
         while sum(c.frames for c in chunks) * 0.08 - (chunks[-1].elapsed_seconds - chunks[0].elapsed_seconds) < 2.5:
-            chunks.append(await long.__anext__())  # its listener holds 2.5 s of audio
+            chunks.append(await long.__anext__())  # its listener holds 2.5 s (120 frames: there from 1.3x real time)
         late = asyncio.create_task(collect(engine.submit(job_for(model, REQUESTS[1], new_params, max_frames=10))))
         rest = await collect(long)
         return np.concatenate([c.codes for c in chunks] + [rest[0]]), await late
