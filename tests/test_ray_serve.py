@@ -12,6 +12,7 @@ import os
 import signal
 import time
 from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass, field
 
 import httpx
@@ -193,14 +194,34 @@ def speak_pcm(client: httpx.Client, voice_id: str, seed: int) -> httpx.Response:
     return client.post("/v1/audio/speech", json={**body, "response_format": "pcm", "stream": False})
 
 
+@contextmanager
+def held_busy(client: httpx.Client, voice_id: str, replica: str, seeds: int) -> Iterator[None]:
+    """Holds a long stream open on `replica` (the streams that land elsewhere are closed once it has one). Serve's
+    router sends a request to the replica with the shorter queue, so the next request goes to another replica."""
+    with ExitStack() as held:
+        with ExitStack() as strays:
+            for attempt in range(8):
+                with ExitStack() as opened:
+                    body = {"input": LONG_TEXT, "voice": voice_id, "response_format": "pcm", "seed": seeds + attempt}
+                    response = opened.enter_context(client.stream("POST", "/v1/audio/speech", json=body))
+                    assert response.status_code == 200 and response.headers["x-cache"] == "miss"
+                    landed = response.headers["x-replica"] == replica
+                    (held if landed else strays).push(opened.pop_all())
+                if landed:
+                    break
+            else:
+                raise AssertionError(f"no stream landed on {replica}")
+        yield
+
+
 def listed_ids(response: httpx.Response) -> list[str]:
     return [entry["id"] for entry in response.json()["data"]]
 
 
 def share_a_voice(cluster: Cluster, client: httpx.Client, name: str, seeds: int) -> tuple[str, str, int, str]:
     """Upload a voice; speak it through the other replica (a miss) and list it there; the same request through the
-    uploader is a hit (the output cache is Redis); delete it through the replica the proxy picks. Returns the voice,
-    the replica that spoke it, the seed it spoke with and the replica that deleted it."""
+    uploader is a hit (the output cache is Redis); delete it while the speaker is busy, so that the proxy picks the
+    other. Returns the voice, the replica that spoke it, the seed it spoke with and the replica that deleted it."""
     uploaded = cluster.upload_voice(client, name)
     voice_id, uploader = uploaded.json()["id"], uploaded.headers["x-replica"]
     spoken = requests_until(client, lambda c, n: speak_pcm(c, voice_id, seeds + n), avoid=uploader)
@@ -210,7 +231,8 @@ def share_a_voice(cluster: Cluster, client: httpx.Client, name: str, seeds: int)
     assert voice_id in listed_ids(requests_until(client, lambda c, _: c.get("/v1/audio/voices"), replica=speaker))
     repeated = requests_until(client, lambda c, _: speak_pcm(c, voice_id, seed), replica=uploader)
     assert repeated.headers["x-cache"] == "hit" and repeated.content == spoken.content
-    deleted = client.delete(f"/v1/audio/voices/{voice_id}")
+    with held_busy(client, voice_id, speaker, seeds + 500):
+        deleted = client.delete(f"/v1/audio/voices/{voice_id}")
     assert deleted.status_code == 200 and deleted.json()["deleted"]
     return voice_id, speaker, seed, deleted.headers["x-replica"]
 
