@@ -12,6 +12,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):
     os.environ.setdefault("OMP_NUM_THREADS", str(max(1, len(os.sched_getaffinity(0)) // int(workers))))
 
+import torch  # noqa: E402
+
+# Without a GPU, Triton's interpreter runs the fused kernels (model/kernels/) on the CPU: it must be asked for
+# before they are defined, and the servers the tests start inherit it (their FUSED_KERNELS=auto still stays off).
+if not torch.cuda.is_available():
+    os.environ.setdefault("TRITON_INTERPRET", "1")
+
 from pydantic import AliasChoices  # noqa: E402
 
 from asr_cases import ASR_CHECKPOINTS  # noqa: E402

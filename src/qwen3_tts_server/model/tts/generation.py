@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import torch
 
 from .config import TalkerConfig
+from .fused_predictor import FusedPredictorPath
 from .prompt import TalkerPrompt
 from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose, stream_uniform
 from .step_graphs import GraphBackend, StepGraphs, StepOutputs, no_row_running
@@ -72,6 +73,7 @@ class FrameGenerator:
         static: bool | None = None,
         graphs: bool | None = None,
         graph_backend: GraphBackend | None = None,
+        fused: bool | None = None,
     ):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
@@ -111,6 +113,8 @@ class FrameGenerator:
         suppressed[vocab - 1024 :] = True
         suppressed[self.cfg.codec_eos_id] = False
         self._suppressed = suppressed
+        # The code predictor's passes through fused kernels (None: where they can run, on CUDA with Triton).
+        self.fused = FusedPredictorPath(talker.code_predictor, fused)
         graphed = self.static and (on_cuda if graphs is None else graphs)
         self.graphs = StepGraphs(self._layout, lambda: no_row_running(self.running), graph_backend) if graphed else None
 
@@ -118,6 +122,11 @@ class FrameGenerator:
     def graphs_state(self) -> str:
         """CUDA graphs of the step: "on", "off" (not asked for, or no CUDA) or "failed (reason)"."""
         return "off" if self.graphs is None else self.graphs.state
+
+    @property
+    def fused_state(self) -> str:
+        """The code predictor's fused kernels: "on", "off (why)" or "failed (why)"."""
+        return self.fused.state
 
     @property
     def active(self) -> list[int]:
@@ -284,11 +293,14 @@ class FrameGenerator:
         step and sample its next codebook-0 code. Returns the frames' codes (B, G) and each row's end (B,)."""
         running = self.running[rows]
         code0 = self.code0[rows]
-        rest = self.talker.code_predictor.predict(
-            self.hidden[rows][:, None],
-            self.talker.embed_codec(code0[:, None]),
-            lambda logits: choose(logits, subtalker, self._uniform(rows, running)),
-        )
+        hidden0, embedded0 = self.hidden[rows][:, None], self.talker.embed_codec(code0[:, None])
+        uniforms = self._uniforms(rows, running, len(self.talker.code_predictor.lm_head))
+        rest = self.fused.predict(hidden0, embedded0, subtalker, uniforms)
+        if rest is None:
+            columns = iter(uniforms.unbind(1))
+            rest = self.talker.code_predictor.predict(
+                hidden0, embedded0, lambda logits: choose(logits, subtalker, next(columns))
+            )
         codes = torch.cat((code0[:, None], rest), dim=1)
         self.frames[rows] += running
         made = self.frames[rows]
@@ -310,17 +322,19 @@ class FrameGenerator:
         eos = self.cfg.codec_eos_id
         scores[:, eos] = scores[:, eos].masked_fill(no_eos, float("-inf"))  # no boolean indexing: no device read
         scores = scores.masked_fill(self._suppressed, float("-inf"))
-        codes = choose(scores, sampling, self._uniform(rows, running))
+        codes = choose(scores, sampling, self._uniforms(rows, running, 1)[:, 0])
         self.hidden[rows] = torch.where(running[:, None], hidden, self.hidden[rows])
         self.code0[rows] = torch.where(running, codes, self.code0[rows])
         self.seen[rows] = seen.scatter(1, codes[:, None], running[:, None] | seen.gather(1, codes[:, None]))
         self.sampled[rows] += running
 
-    def _uniform(self, rows: slice | torch.Tensor, running: torch.Tensor) -> torch.Tensor:
-        """The next random number of each of these rows (the running rows' draw counters advance)."""
-        uniform = stream_uniform(self.seeds[rows], self.draws[rows])
-        self.draws[rows] += running
-        return uniform
+    def _uniforms(self, rows: slice | torch.Tensor, running: torch.Tensor, count: int) -> torch.Tensor:
+        """The next `count` random numbers of each of these rows (B, count); the running rows' draw counters
+        advance by `count`."""
+        draws = self.draws[rows][:, None] + torch.arange(count, device=self.device)
+        uniforms = stream_uniform(self.seeds[rows][:, None], draws)
+        self.draws[rows] += running * count
+        return uniforms
 
     def _text_input(self, rows: slice | torch.Tensor, step: torch.Tensor) -> torch.Tensor:
         """The text embedding each row adds at decode step `step` (B,): its trailing text, then its pad."""
