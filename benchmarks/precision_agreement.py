@@ -6,7 +6,8 @@ frames: at every frame it sees the reference's past and predicts codebook 0 (tal
 predictor, each given the reference's earlier codebooks); a prediction agrees when its argmax over the audio codes
 equals the reference's code. Variants: bfloat16 (the code predictor rotating q/k in float32, this project's
 default, and in bfloat16, the official code's way), int8 and int4 weights (QUANTIZE), the compiled step
-(TORCH_COMPILE) in float32 and int8, and fp8 weights on CUDA. The codec: the reference codes decoded by a bfloat16
+(TORCH_COMPILE) in float32 and int8, and on CUDA fp8 weights and the code predictor's fused kernels (FUSED_KERNELS)
+in float32 and bfloat16. The codec: the reference codes decoded by a bfloat16
 codec against float32 (quantisation leaves the codec in the model's dtype), as the signal-to-noise ratio in dB.
 
     .venv/bin/python benchmarks/precision_agreement.py [--size 0.6b | --model DIR] [--frames 1000]
@@ -31,22 +32,24 @@ from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
-# name: (dtype, quantize, compiled, code predictor rotating in float32)
+# name: (dtype, quantize, compiled, code predictor rotating in float32, code predictor's fused kernels)
 VARIANTS = {
-    "float32": ("float32", None, False, True),  # the reference's own precision: a self-check (1.0)
-    "float32_compiled": ("float32", None, True, True),
-    "bfloat16": ("bfloat16", None, False, True),
-    "bfloat16_rotary_bfloat16": ("bfloat16", None, False, False),
-    "int8": ("float32", "int8", False, True),
-    "int8_compiled": ("float32", "int8", True, True),
-    "int4": ("float32", "int4", False, True),
-    "fp8": ("bfloat16", "fp8", False, True),  # CUDA only
+    "float32": ("float32", None, False, True, False),  # the reference's own precision: a self-check (1.0)
+    "float32_compiled": ("float32", None, True, True, False),
+    "bfloat16": ("bfloat16", None, False, True, False),
+    "bfloat16_rotary_bfloat16": ("bfloat16", None, False, False, False),
+    "int8": ("float32", "int8", False, True, False),
+    "int8_compiled": ("float32", "int8", True, True, False),
+    "int4": ("float32", "int4", False, True, False),
+    "fp8": ("bfloat16", "fp8", False, True, False),  # CUDA only
+    "float32_fused": ("float32", None, False, True, True),  # CUDA only (Triton's interpreter would take hours)
+    "bfloat16_fused": ("bfloat16", None, False, True, True),  # CUDA only
 }
-CUDA_ONLY = ("fp8",)
+CUDA_ONLY = ("fp8", "float32_fused", "bfloat16_fused")
 
 
 def variant(path: Path, name: str, device: str) -> Qwen3TTSModel:
-    dtype, quantize, compiled, rotary_float32 = VARIANTS[name]
+    dtype, quantize, compiled, rotary_float32, _ = VARIANTS[name]
     model = Qwen3TTSModel.load(path, device=device, dtype=dtype, quantize=quantize)
     model.talker.code_predictor.model.rotary_float32 = rotary_float32
     if compiled:
@@ -76,7 +79,7 @@ def main() -> None:
         del full
         for name in variants:
             model = variant(path, name, args.device)
-            report[name] = agreement(forced_predictions(model, reference), reference)
+            report[name] = agreement(forced_predictions(model, reference, fused=VARIANTS[name][4]), reference)
             if VARIANTS[name][1] is not None:  # "failed (...)" where the device could not run it: float figures
                 report[name]["quantization"] = model.quantization_state
             if name == "bfloat16":

@@ -1,5 +1,6 @@
 """The GPU fast path on a CUDA device: graph replay makes the eager frames, graphs are recaptured when the
-cache grows, streamed audio equals the offline decode, and bfloat16 picks the codes float32 picks. Skipped where
+cache grows, the fused code predictor makes the layer-by-layer frames, streamed audio equals the offline decode, and
+bfloat16 picks the codes float32 picks. Skipped where
 there is no CUDA device. On the tiny checkpoint, and also on the one GPU_TEST_CHECKPOINT names (a CustomVoice
 directory: tools/gpu_check.sh passes the 0.6B)."""
 
@@ -64,6 +65,17 @@ def test_static_step_makes_the_eager_frames(gpu_model, monkeypatch):
     static = run_schedule(gpu_model, static=True, graphs=False)
     assert static.ends == eager.ends
     assert_same_frames(static, eager)
+
+
+def test_the_fused_predictor_in_the_graphs_makes_the_layer_by_layer_frames(gpu_model, monkeypatch):
+    """Float32, TF32 off: the code predictor's fused kernels (checked on first use, then captured in the step's
+    graphs) make the frames of its layer-by-layer passes."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    layer_by_layer = run_schedule(gpu_model, static=True, fused=False)
+    fused = run_schedule(gpu_model, static=True)
+    assert fused.generator.fused_state == "on" and fused.generator.graphs_state == "on"
+    assert fused.ends == layer_by_layer.ends
+    assert_same_frames(fused, layer_by_layer)
 
 
 def test_random_streams_are_the_same_on_the_gpu():

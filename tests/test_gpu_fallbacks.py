@@ -86,8 +86,8 @@ def test_a_graph_whose_first_replay_differs_turns_graphs_off(models, caplog):
 def _engine_generators(monkeypatch, backend: EagerReplay) -> None:
     """The engine's generators step statically on the CPU with `backend` for graphs, unless graphs are off."""
 
-    def generator(talker, rows, graphs=None):
-        return FrameGenerator(talker, rows, static=True, graphs=graphs is not False, graph_backend=backend)
+    def generator(talker, rows, graphs=None, fused=None):
+        return FrameGenerator(talker, rows, static=True, graphs=graphs is not False, graph_backend=backend, fused=fused)
 
     monkeypatch.setattr(engine_module, "FrameGenerator", generator)
 
@@ -129,11 +129,19 @@ def test_health_says_whether_the_step_replays_as_graphs(
     before, speech, after = run_in_app(make_app(models["custom_voice"]), _speak_between_health_reads)
     assert before["cuda_graphs"] is None  # no generator before the first request
     assert after["cuda_graphs"].startswith(state), after["cuda_graphs"]
+    assert after["fused_kernels"] == "off (not on CUDA)"  # FUSED_KERNELS=auto: CUDA only, however Triton is run
     assert (backend.replays > backend.captures) == (state == "on"), "steps replayed beyond each graph's check"
     assert speech.status_code == 200
     audio, rate = sf.read(io.BytesIO(speech.content), dtype="float32")
     assert rate == 24000 and len(audio) >= 5 * 1920 and np.abs(audio).max() > 0.01
     assert speech.content == eager_speech
+
+
+def test_health_says_when_the_fused_kernels_are_not_asked_for(models, clean_env, monkeypatch):
+    clean_env.setenv("FUSED_KERNELS", "off")
+    _engine_generators(monkeypatch, EagerReplay())
+    _, speech, after = run_in_app(make_app(models["custom_voice"]), _speak_between_health_reads)
+    assert after["fused_kernels"] == "off (not asked for)" and speech.status_code == 200
 
 
 def _broken_kernel(*_args):

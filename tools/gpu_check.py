@@ -70,11 +70,11 @@ GPU = Plan(
     quantize=["int8", "fp8"],
     quantize_levels=[1, 64],
     agreement_frames=100,
-    agreement_variants=["bfloat16", "int8", "fp8"],
+    agreement_variants=["bfloat16", "bfloat16_fused", "float32_fused", "int8", "fp8"],
     profile_rows=[1, 64],
     profile_steps=20,
     peer_runs=2,
-    caps={"a_tests": 120, "a_agreement": 90, "b": 150, "c": 120, "d": 100, "e": 90, "f": 90, "g": 180},
+    caps={"a_tests": 120, "a_agreement": 120, "b": 150, "c": 120, "d": 100, "e": 90, "f": 90, "g": 180, "h": 150},
     serving=[  # some 300 s in all: every request speaks 8 s, so 60/s keeps ~480 s of audio in flight
         ("0.6b", ["after"], [1, 5, 10, 20, 40, 60], 6, 64),
         ("0.6b", ["before"], [20], 6, 64),
@@ -96,7 +96,7 @@ DRY_RUN = Plan(
     profile_rows=[1, 2],
     profile_steps=2,
     peer_runs=1,
-    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90, "g": 90},
+    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90, "g": 90, "h": 60},
     multi_rounds=1,
     serving=[("tiny", ["before", "after"], [2], 2, 2)],
     serving_frames=6,
@@ -113,6 +113,7 @@ STEPS = {
     "profile": "profile",
     "multi_model": "multi_model",
     "serving": "serving",
+    "unfused": "unfused",
 }
 
 # (label, unit, goal, higher is better): the goals of issue 28 on an H100, 0.6B unless named.
@@ -297,6 +298,17 @@ class Check:
         report = self.bench("b bench", model, self.plan.levels, json_path, cap=self.plan.caps["b"])
         self._finish("b", report, None)
 
+    def unfused(self) -> None:
+        """Step h: step b's streams with the code predictor's fused kernels off (issue 49), to set beside b's (on
+        where they can run: its meta says)."""
+        model = self.checkpoint(self.plan.size)
+        if model is None:
+            return self._finish("h", {"error": "no checkpoint"}, None)
+        json_path = self.out / f"h_unfused_{self.plan.size}.json"
+        off = ("--fused-kernels", "off")
+        report = self.bench("h unfused", model, self.plan.levels, json_path, *off, cap=self.plan.caps["h"])
+        self._finish("h", report, None)
+
     def peer_comparison(self) -> None:
         """One `bench` call per peer (the stronger, faster-qwen3-tts, first), each beside our one stream: a peer
         that runs past its share of the time costs only its own figures."""
@@ -449,6 +461,7 @@ def _levels_table(title: str, report: dict) -> list[str]:
     meta = report.get("meta", {})
     lines = [
         f"{title} ({meta.get('dtype')}, quantize {meta.get('quantize')}, graphs {meta.get('cuda_graphs')}, "
+        f"fused kernels {meta.get('fused_kernels')}, "
         f"peak GPU memory {meta.get('gpu_memory_gib')} GiB)",
         "",
         "| streams | TTFA p50 | TTFA p95 | per stream p50 | slowest stream | aggregate |",
@@ -482,6 +495,7 @@ def summary(results: dict) -> str:
             lines.append(f"- agreement with float32, {name}: {value.get('all_codes')} of codes")
     lines.append("")
     lines += _levels_table("## b: streams", steps.get("b", {}))
+    lines += _levels_table("## h: streams, the code predictor's fused kernels off", steps.get("h", {}))
     peers = steps.get("c", {})
     lines += ["## c: the peers at one stream", ""]
     ours = _level(peers, 1)
@@ -547,7 +561,7 @@ def step_line(step: str, result: dict) -> str:
         tests = [f"{k[6:]}: {_tests_line(v)}" for k, v in result.items() if k.startswith("tests_")]
         agreed = [f"{k} {v['all_codes']}" for k, v in result.get("agreement", {}).items() if isinstance(v, dict)]
         return "; ".join(tests + (["agreement " + ", ".join(agreed)] if agreed else []))
-    if step in ("b", "c"):
+    if step in ("b", "c", "h"):
         rows = [
             f"{r['concurrency']}: {r['stream_rtf_p50']}x, TTFA {r['ttfa_p50_ms']} ms" for r in result.get("results", [])
         ]

@@ -308,6 +308,13 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         default=True,
         help="replay the frame step as CUDA graphs on a GPU (default on); as CUDA_GRAPHS for serve",
     )
+    p.add_argument(
+        "--fused-kernels",
+        choices=("auto", "off"),
+        default="auto",
+        help="the code predictor's fused Triton kernels where they can run (auto), or the layer-by-layer passes (off); "
+        "as FUSED_KERNELS for serve",
+    )
     p.set_defaults(func=_bench)
 
 
@@ -353,7 +360,9 @@ def _bench(args: argparse.Namespace) -> int:
         name = args.model or f"make-test-model --size {args.size} --type {args.model_type}"
         print(f"benchmarking {name}: {args.frames} frames per stream at {args.concurrency}", file=sys.stderr)
         rss_ready = _resident_mib()
-        results, graphs_state = run_bench(model, args.concurrency, args.frames, cuda_graphs=args.cuda_graphs)
+        results, states = run_bench(
+            model, args.concurrency, args.frames, cuda_graphs=args.cuda_graphs, fused_kernels=args.fused_kernels
+        )
         for row in results:
             print(json.dumps(row.__dict__), flush=True)
         peer_results, failures = [], {}
@@ -382,7 +391,7 @@ def _bench(args: argparse.Namespace) -> int:
         "device": args.device,
         "dtype": args.dtype,
         "quantize": model.quantization_state,
-        "cuda_graphs": graphs_state,
+        **states,  # cuda_graphs, fused_kernels
         "compiled": model.compiler is not None and model.compiler.enabled,
         "threads": torch.get_num_threads(),
         "load_seconds": round(loaded - started, 2),

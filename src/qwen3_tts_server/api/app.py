@@ -69,6 +69,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             stream_buffer_seconds=settings.stream_buffer_seconds,
             cuda_graphs=settings.cuda_graphs,
             scheduler=settings.scheduler,
+            fused_kernels=settings.fused_kernels,
             max_prefills_per_step=settings.max_prefills_per_step,
         ),
         lambda manager: RecognitionEngine(

@@ -8,6 +8,8 @@ import math
 
 import torch
 
+from ..model.tts.fused_predictor import FusedCodePredictor
+from ..model.tts.sampling import RowSampling
 from ..model.tts.tts_model import Qwen3TTSModel
 from .streams import bench_request
 
@@ -23,9 +25,13 @@ def greedy_reference(model: Qwen3TTSModel, frames: int) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def forced_predictions(model: Qwen3TTSModel, reference: torch.Tensor) -> torch.Tensor:
-    """Teacher forced along `reference` (frames, groups): this model's argmax for every code, same shape."""
+def forced_predictions(model: Qwen3TTSModel, reference: torch.Tensor, fused: bool = False) -> torch.Tensor:
+    """Teacher forced along `reference` (frames, groups): this model's argmax for every code, same shape. `fused`:
+    codebooks 1-15 from the code predictor's fused kernels (model/tts/fused_predictor.py)."""
     talker, device, dtype = model.talker, model.device, model.dtype
+    fused_predictor = FusedCodePredictor(talker.code_predictor) if fused else None
+    greedy = RowSampling.build([(False, 1.0, 0, 1.0)], device)
+    no_numbers = torch.zeros(1, reference.shape[1] - 1, dtype=torch.float64, device=device)
     prompt = model.prompts.build(bench_request(model))
     frames = reference.shape[0]
     cache = talker.new_cache(1, prompt.prefill.shape[0] + frames + 1, dtype, device)
@@ -42,7 +48,13 @@ def forced_predictions(model: Qwen3TTSModel, reference: torch.Tensor) -> torch.T
             predicted[t, group] = logits[0].argmax()
             return reference[t, group][None]
 
-        talker.code_predictor.predict(hidden[:, None], talker.embed_codec(frame[None, :1]), pick)
+        if fused_predictor is None:
+            talker.code_predictor.predict(hidden[:, None], talker.embed_codec(frame[None, :1]), pick)
+        else:
+            logits: list[torch.Tensor] = []
+            embedded = talker.embed_codec(frame[None, :1])
+            fused_predictor.predict(hidden[:, None], embedded, greedy, no_numbers, logits, forced=frame[None, 1:])
+            predicted[t, 1:] = torch.stack([scores[0].argmax() for scores in logits])
         text = prompt.trailing[t] if t < prompt.trailing.shape[0] else prompt.pad
         inputs = talker.frame_embedding(frame[None]) + text.to(device, dtype)
         hidden = talker.model.decode(inputs, cache, slice(0, 1), span=cache.lengths[0] + 1)[:, 0]

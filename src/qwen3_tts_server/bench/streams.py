@@ -88,11 +88,21 @@ async def _run_level(engine: Engine, model: Qwen3TTSModel, concurrency: int, fra
 
 
 def run_bench(
-    model: Qwen3TTSModel, levels: list[int], frames: int, max_batch_size: int | None = None, cuda_graphs: bool = True
-) -> tuple[list[LevelResult], str]:
-    """Each level's figures, and the state of the step's CUDA graphs after the run (on, off or failed (reason))."""
+    model: Qwen3TTSModel,
+    levels: list[int],
+    frames: int,
+    max_batch_size: int | None = None,
+    cuda_graphs: bool = True,
+    fused_kernels: str = "auto",
+) -> tuple[list[LevelResult], dict[str, str]]:
+    """Each level's figures, and the states after the run of the step's CUDA graphs (on, off or failed (reason)) and
+    of the code predictor's fused kernels (on, off (why), failed (why))."""
     engine = Engine(
-        model, max_batch_size=max_batch_size or max(levels), max_queue_depth=max(levels), cuda_graphs=cuda_graphs
+        model,
+        max_batch_size=max_batch_size or max(levels),
+        max_queue_depth=max(levels),
+        cuda_graphs=cuda_graphs,
+        fused_kernels=fused_kernels,
     ).start()
 
     async def all_levels() -> list[LevelResult]:
@@ -100,7 +110,9 @@ def run_bench(
         return [await _run_level(engine, model, level, frames) for level in levels]
 
     try:
-        return asyncio.run(all_levels()), engine.generator.graphs_state
+        results = asyncio.run(all_levels())
+        generator = engine.generator
+        return results, {"cuda_graphs": generator.graphs_state, "fused_kernels": generator.fused_state}
     finally:
         engine.stop()
 

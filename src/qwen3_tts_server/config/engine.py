@@ -58,6 +58,12 @@ class EngineSettings(SettingsGroup):
         description="compile the frame step's layers (torch.compile) at warm-up: on, off, or auto (off: 0 to 4 "
         "percent faster on a CPU for seconds of compiling; on CUDA the step replays as CUDA graphs)",
     )
+    fused_kernels: Literal["auto", "off"] = Field(
+        "auto",
+        description="run the code predictor's 15 passes a frame through fused Triton kernels: auto where they can "
+        "run (CUDA with Triton; checked against the layer-by-layer passes on first use, which they fall back to with "
+        "one warning, as /health's fused_kernels says), off for the layer-by-layer passes",
+    )
     cuda_graphs: bool = Field(
         True,
         description="replay the frame step as CUDA graphs on a GPU (a capture that fails or replays other codes than "

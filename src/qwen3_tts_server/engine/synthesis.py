@@ -100,6 +100,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         stream_buffer_seconds: float = 30.0,
         cuda_graphs: bool = True,
         scheduler: str = "deadline",
+        fused_kernels: str = "auto",
     ):
         if scheduler not in SCHEDULERS:
             raise ValueError(f"scheduler must be one of {SCHEDULERS}, got {scheduler!r}")
@@ -115,6 +116,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         self.stream_buffer_seconds = stream_buffer_seconds
         self.cuda_graphs = cuda_graphs  # replay the frame step as CUDA graphs where the model is on CUDA
         self.scheduler = scheduler
+        self.fused_kernels = fused_kernels  # "auto": the code predictor's fused kernels where they can run; "off"
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
         self._listeners: weakref.WeakKeyDictionary[RequestClock, Listener] = weakref.WeakKeyDictionary()
 
@@ -263,7 +265,12 @@ class Engine(RowEngine[SpeechJob, _Handle]):
     def _ensure_generator(self, model: Qwen3TTSModel) -> FrameGenerator:
         if self.generator is None or self.generator.talker is not model.talker:  # none yet, or an unloaded model's
             started = time.perf_counter()
-            generator = FrameGenerator(model.talker, self.max_batch_size, graphs=None if self.cuda_graphs else False)
+            generator = FrameGenerator(
+                model.talker,
+                self.max_batch_size,
+                graphs=None if self.cuda_graphs else False,
+                fused=None if self.fused_kernels == "auto" else False,
+            )
             graphs = generator.capture()
             if graphs:
                 log.info("captured %d CUDA graphs of the frame step in %.2f s", graphs, time.perf_counter() - started)

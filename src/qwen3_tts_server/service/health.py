@@ -93,6 +93,8 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
         # The frame step as CUDA graphs: on, off, or failed (reason) with the eager step serving; null until loaded
         # (and for a recogniser).
         "cuda_graphs": generator.graphs_state if generator is not None else None,
+        # The code predictor's fused kernels: on, off (why), or failed (why) with the layer-by-layer passes serving.
+        "fused_kernels": generator.fused_state if generator is not None else None,
         "memory": memory,
         "active_streams": engine.active,
         "paused_streams": engine.paused,  # waiting for their clients to take the audio they hold
