@@ -24,6 +24,11 @@ PAD, END = asr_token_id("<|endoftext|>"), asr_token_id("<|im_end|>")
 
 @pytest.fixture(scope="module")
 def parts(tmp_path_factory) -> tuple[AudioEncoder, AsrDecoder]:
+    return tiny_parts(tmp_path_factory)
+
+
+def tiny_parts(tmp_path_factory) -> tuple[AudioEncoder, AsrDecoder]:
+    """The tiny transcriber's encoder and decoder, loaded from a checkpoint built for the module."""
     directory = make_asr_test_model(tmp_path_factory.mktemp("asr") / "asr", **ASR_CHECKPOINTS["asr"])
     config = json.loads((directory / "config.json").read_text())["thinker_config"]
     encoder = AudioEncoder(AudioEncoderConfig.parse(config["audio_config"]))

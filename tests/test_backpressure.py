@@ -17,7 +17,8 @@ import pytest
 
 from qwen3_tts_server.engine.jobs import RequestClock
 from qwen3_tts_server.errors import RequestTimeoutError
-from qwen3_tts_server.model.tts.generation import SPAN_STEP, FrameGenerator
+from qwen3_tts_server.model.step_graphs import SPAN_STEP
+from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.prompt import SpeechInput
 from qwen3_tts_server.testing.live_server import live_process
 from step_schedule import CHINESE, SHORT

@@ -17,14 +17,20 @@ import torch
 from qwen3_tts_server.bench.agreement import agreement, forced_predictions, greedy_reference
 from qwen3_tts_server.engine.jobs import SpeechJob
 from qwen3_tts_server.engine.synthesis import Engine
+from qwen3_tts_server.model.asr.decoding import GreedyRows
+from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
+from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
 from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.sampling import stream_uniform
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
+from qwen3_tts_server.testing.signals import voiced_glide
 from step_schedule import ENGLISH, assert_same_frames, run_schedule
+from test_recognition_service import wav_bytes
 
 pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
 
 
+SPOKEN = [(0.8, 140.0), (2.5, 120.0), (1.2, 180.0), (3.0, 150.0)]  # clips of (seconds, pitch)
 CHECKPOINTS = ["tiny"] + (["GPU_TEST_CHECKPOINT"] if os.environ.get("GPU_TEST_CHECKPOINT") else [])
 
 
@@ -76,6 +82,22 @@ def test_the_fused_predictor_in_the_graphs_makes_the_layer_by_layer_frames(gpu_m
     assert fused.generator.fused_state == "on" and fused.generator.graphs_state == "on"
     assert fused.ends == layer_by_layer.ends
     assert_same_frames(fused, layer_by_layer)
+
+
+def test_the_recognisers_graphed_token_step_gives_the_exact_steps_tokens(both_families, monkeypatch):
+    """Float32, TF32 off: four clips encoded and prefilled together, then decoded side by side by the static step
+    replayed from CUDA graphs or by the step that runs exactly the running rows, give the tokens each gets alone."""
+    monkeypatch.setattr(torch.backends.cuda.matmul, "allow_tf32", False)
+    transcriber = Transcriber(load_asr_checkpoint(both_families["asr"], device="cuda"))
+    waves = [heard_wave(wav_bytes(voiced_glide(seconds, pitch=pitch)), "clip") for seconds, pitch in SPOKEN]
+    alone = [transcriber.transcribe([wave], ["English"], rows=1)[0].part_tokens for wave in waves]
+    model = transcriber.model
+    graphed, exact = transcriber.rows(4), GreedyRows(model.decoder, model.head, model.tokens.stop, 4, static=False)
+    tokens = {}
+    for name, rows in (("graphed", graphed), ("exact", exact)):
+        monkeypatch.setattr(transcriber, "rows", lambda slots, graphs=None, rows=rows: rows)
+        tokens[name] = [t.part_tokens for t in transcriber.transcribe(waves, ["English"] * 4, rows=4)]
+    assert graphed.graphs_state == "on" and tokens["graphed"] == tokens["exact"] == alone
 
 
 def test_random_streams_are_the_same_on_the_gpu():

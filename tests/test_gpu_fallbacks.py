@@ -17,8 +17,8 @@ from in_process import make_app, run_in_app
 from qwen3_tts_server.engine import synthesis as engine_module
 from qwen3_tts_server.model.cpu_linear import PrepackedLinear, RowwiseLinear
 from qwen3_tts_server.model.quantization import Int8Linear, PackedLinear
+from qwen3_tts_server.model.step_graphs import Step, StepOutputs
 from qwen3_tts_server.model.tts.generation import FrameGenerator
-from qwen3_tts_server.model.tts.step_graphs import Step, StepOutputs
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 from step_schedule import ENGLISH, assert_same_frames, run_schedule
 

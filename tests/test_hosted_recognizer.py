@@ -151,6 +151,7 @@ def test_a_server_of_recognisers_alone_answers_as_the_earlier_asr_server_and_ref
         "ready",
     )
     assert after["model"]["dtype"] == "float32" and after["model"]["quantization"] == "none"
+    assert (before["cuda_graphs"], after["cuda_graphs"]) == (None, "off")  # the token step's graphs: CUDA only
     assert spoken.status_code == 404 and spoken.json()["error"]["param"] == "model"
     assert spoken.json()["error"]["message"].startswith("no speech model is hosted")
     assert voices.status_code == 200 and voices.json()["data"] == []  # no presets, an empty library

@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from qwen3_tts_server.model.tts.generation import SPAN_STEP, FrameGenerator, batch_buckets
-from qwen3_tts_server.model.tts.step_graphs import no_row_running
+from qwen3_tts_server.model.step_graphs import SPAN_STEP, batch_buckets, no_row_running
+from qwen3_tts_server.model.tts.generation import FrameGenerator
 from step_schedule import CHINESE, ENGLISH, SHORT, assert_same_frames, run_schedule
 
 

@@ -58,6 +58,12 @@ class Plan:
     serving: list[tuple[str, list[str], list[float], float, int]] = field(default_factory=list)
     serving_frames: int = 100  # frames a request may make (MAX_REQUEST_FRAMES): 8 s of speech
     serving_env: dict[str, str] = field(default_factory=dict)  # the servers' settings besides
+    # Step i: recognition (sizes, concurrent uploads, seconds each, tokens each, our weights' variant).
+    asr_sizes: list[str] = field(default_factory=list)
+    asr_uploads: list[int] = field(default_factory=list)
+    asr_seconds: float = 30.0
+    asr_tokens: int = 100
+    asr_variant: str = "bfloat16"
 
 
 GPU = Plan(
@@ -74,13 +80,26 @@ GPU = Plan(
     profile_rows=[1, 64],
     profile_steps=20,
     peer_runs=2,
-    caps={"a_tests": 120, "a_agreement": 120, "b": 150, "c": 120, "d": 100, "e": 90, "f": 90, "g": 180, "h": 150},
+    caps={
+        "a_tests": 120,
+        "a_agreement": 120,
+        "b": 150,
+        "c": 120,
+        "d": 100,
+        "e": 90,
+        "f": 90,
+        "g": 180,
+        "h": 150,
+        "i": 150,
+    },
     serving=[  # some 300 s in all: every request speaks 8 s, so 60/s keeps ~480 s of audio in flight
         ("0.6b", ["after"], [1, 5, 10, 20, 40, 60], 6, 64),
         ("0.6b", ["before"], [20], 6, 64),
         ("1.7b", ["after"], [20], 6, 64),
     ],
     serving_env={"MAX_BATCH_SIZE": "128", "MAX_QUEUE_DEPTH": "256"},  # a caller's 8 s in ~2 s: ~120 at 60/s
+    asr_sizes=["0.6b", "1.7b"],
+    asr_uploads=[1, 16, 64, 128],
 )
 DRY_RUN = Plan(
     device="cpu",
@@ -96,10 +115,15 @@ DRY_RUN = Plan(
     profile_rows=[1, 2],
     profile_steps=2,
     peer_runs=1,
-    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90, "g": 90, "h": 60},
+    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90, "g": 90, "h": 60, "i": 90},
     multi_rounds=1,
     serving=[("tiny", ["before", "after"], [2], 2, 2)],
     serving_frames=6,
+    asr_sizes=["tiny"],
+    asr_uploads=[1, 2],
+    asr_seconds=2.0,
+    asr_tokens=4,
+    asr_variant="float32",
 )
 
 # The steps by name, in the issue's order (a: the first three, b, c, d, e); --steps picks and orders them.
@@ -114,6 +138,7 @@ STEPS = {
     "multi_model": "multi_model",
     "serving": "serving",
     "unfused": "unfused",
+    "recognition": "recognition",
 }
 
 # (label, unit, goal, higher is better): the goals of issue 28 on an H100, 0.6B unless named.
@@ -308,6 +333,24 @@ class Check:
         off = ("--fused-kernels", "off")
         report = self.bench("h unfused", model, self.plan.levels, json_path, *off, cap=self.plan.caps["h"])
         self._finish("h", report, None)
+
+    def recognition(self) -> None:
+        """Step i (issue 50): concurrent uploads through our recogniser (encoded and prefilled together, the token
+        step from CUDA graphs) beside the official qwen-asr in the same call, per size (its checkpoint built there:
+        an ASR one, of its own). The official package runs from the official peer's folder, with its transformers."""
+        plan, step = self.plan, {}
+        official = self.peers.get("official")
+        env = {"PYTHONPATH": f"{official}:{os.environ.get('PYTHONPATH', '')}"} if official else None
+        for size in plan.asr_sizes:
+            json_path = self.work / f"asr_{size}.json"
+            command = [sys.executable, "benchmarks/asr_speed_vs_official.py", "--size", size, "--device", plan.device]
+            command += ["--seconds", str(plan.asr_seconds), "--tokens", str(plan.asr_tokens)]
+            command += ["--concurrency", *map(str, plan.asr_uploads), "--variants", plan.asr_variant]
+            command += ["--out", str(json_path)]
+            status = self.run(f"i {size}", command, plan.caps["i"], env)
+            step[size] = json.loads(json_path.read_text()) if json_path.exists() else {"error": str(status)}
+            self._finish("i", step, "i_recognition.json", final=False)
+        self._finish("i", step, "i_recognition.json")
 
     def peer_comparison(self) -> None:
         """One `bench` call per peer (the stronger, faster-qwen3-tts, first), each beside our one stream: a peer
@@ -528,7 +571,23 @@ def summary(results: dict) -> str:
     lines += ["", "## g: serving through HTTP (Poisson arrivals, a burst)", ""]
     for label, report in steps.get("g", {}).items() or {"": {"error": "not run"}}.items():
         lines += _serving_table(label, report)
+    lines += ["", "## i: recognition, concurrent uploads beside the official qwen-asr", ""]
+    for size, report in steps.get("i", {}).items() or {"": {"error": "not run"}}.items():
+        lines += _recognition_lines(size, report)
     return "\n".join(lines) + "\n"
+
+
+def _recognition_lines(size: str, report: dict) -> list[str]:
+    if "rows" not in report:
+        return [f"- {size}: {report.get('error', 'not run')}"]
+    lines = [f"- {size} ({report['workload']}; official {report.get('official_failure') or 'ran'}):"]
+    for row in report["rows"]:
+        versus = f", {row['vs_official']}x the official" if row.get("vs_official") is not None else ""
+        lines.append(
+            f"  - {row['engine']} {row['weights']}, {row['clips']} uploads: {row['seconds']} s, "
+            f"{row['real_time_factor']}x real time{versus}"
+        )
+    return lines
 
 
 def _serving_table(label: str, report: dict) -> list[str]:
@@ -569,6 +628,12 @@ def step_line(step: str, result: dict) -> str:
         return "; ".join(rows + peers + [f"{name} failed" for name in result.get("failures", {})])
     if step == "d":
         return "; ".join(f"{name}: {step_line('b', report)}" for name, report in result.items())
+    if step == "i":
+        return "; ".join(
+            f"{size} {row['engine']} x{row['clips']}: {row['real_time_factor']}x"
+            for size, report in result.items()
+            for row in report.get("rows", [])
+        )
     if step == "g":
         return "; ".join(
             f"{label} {level['policy']} {level['kind']} {level['load']:g}: p95 {level['first_audio_p95_ms']} ms, "

@@ -8,8 +8,9 @@
 #
 # Three folders, three SEPARATE install targets (official and faster both ship a module `qwen_tts`):
 #   .whl/ours      this package's runtime needs on a GPU (used from src/, not installed), torchao included
-#   .whl/official  qwen-tts 0.1.1 (official) with transformers 4.57.3 + a tokenizers and huggingface_hub
-#                  that transformers 4.57.3 accepts
+#   .whl/official  qwen-tts 0.1.1 and qwen-asr 0.0.6 (official) with transformers 4.57.3 + a tokenizers and
+#                  huggingface_hub that transformers 4.57.3 accepts (qwen-asr asks for 4.57.6; its transformers
+#                  backend runs on 4.57.3, and nagisa, 22 MiB, stays behind: benchmarks/asr_speed_vs_official.py)
 #   .whl/faster    faster-qwen3-tts 0.5.4 with qwen-tts-hf 0.1.1.post1 and transformers 5.16.1
 #
 # tools/gpu_check.sh installs them (each into its own --target) and runs the whole GPU check. The peers'
@@ -50,7 +51,7 @@ ours=(
 # accelerate 1.15.0 from the image works with them; gradio is only imported by qwen_tts's demo CLI.
 audio=(librosa==0.11.0 decorator==5.3.1 pooch==1.9.0 platformdirs==4.14.7 soundfile==0.14.0 cffi==2.1.1
   soxr==1.1.0)
-official=(qwen-tts==0.1.1 transformers==4.57.3 tokenizers==0.22.2 huggingface-hub==0.36.2 "${audio[@]}")
+official=(qwen-tts==0.1.1 qwen-asr==0.0.6 transformers==4.57.3 tokenizers==0.22.2 huggingface-hub==0.36.2 "${audio[@]}")
 # transformers 5.16.1 accepts the image's tokenizers and huggingface_hub.
 faster=(faster-qwen3-tts==0.5.4 qwen-tts-hf==0.1.1.post1 transformers==5.16.1 "${audio[@]}")
 

@@ -73,7 +73,10 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
             max_prefills_per_step=settings.max_prefills_per_step,
         ),
         lambda manager: RecognitionEngine(
-            manager, max_queue_depth=settings.max_queue_depth, cpu_cores=settings.cpu_cores()
+            manager,
+            max_queue_depth=settings.max_queue_depth,
+            cpu_cores=settings.cpu_cores(),
+            cuda_graphs=settings.cuda_graphs,
         ),
     )
     voice_service = VoiceService(registry, library, VoiceCloner(prompt_cache), settings.default_voice)

@@ -34,13 +34,14 @@ class Timing:
 
 
 def held_open(transcriber: Transcriber, waves: list[np.ndarray], tokens: int, context: str = "") -> Timing:
-    """Every clip decoded side by side to exactly `tokens` tokens (no stop token ends a row)."""
+    """Every clip decoded side by side to exactly `tokens` tokens (no stop token ends a row); the clips encoded and
+    prefilled together (on CUDA; one at a time on a CPU)."""
     model = transcriber.model
     rows = GreedyRows(model.decoder, model.head, frozenset(), len(waves))
     started = time.perf_counter()
     got: dict[int, list[int]] = {}
-    for wave in waves:
-        row, (first,) = rows.join(transcriber.embedded_prompt(wave, context), tokens)
+    prompts = transcriber.embedded_prompts([(wave, context, None) for wave in waves])
+    for row, (first,) in rows.join_many(prompts, [tokens] * len(waves)):
         got[row] = [first.token]
     joined = time.perf_counter()
     while rows.rows:

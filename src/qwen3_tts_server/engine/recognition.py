@@ -34,6 +34,7 @@ from .rows import END, RowEngine, RowHandle, RowStream
 log = logging.getLogger(__name__)
 TRANSCRIPTION_FAILED = "transcription failed; the server logged the details"
 CPU_ROWS, GPU_ROWS = 8, 32
+GPU_PREFILLS_PER_STEP = 32  # uploads a GPU step admits, encoded and prefilled together
 WARM_UP_SECONDS = 1.0
 
 
@@ -115,20 +116,24 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
         models: ModelManager | Transcriber,
         max_batch_size: int | None = None,
         max_queue_depth: int = 64,
-        max_prefills_per_step: int = 1,
+        max_prefills_per_step: int | None = None,
         cpu_cores: set[int] | None = None,
+        cuda_graphs: bool = True,
     ):
         if isinstance(models, Transcriber):
             transcriber = models
             models = ModelManager(lambda: transcriber, warmup=None, config_of=lambda model: model.model)
             models.get()
+        on_cuda = torch.cuda.is_available()
         super().__init__(
             models,
-            max_batch_size or (GPU_ROWS if torch.cuda.is_available() else CPU_ROWS),
+            max_batch_size or (GPU_ROWS if on_cuda else CPU_ROWS),
             max_queue_depth,
-            max_prefills_per_step,
+            # a step admits as many as a GPU encodes and prefills together; a CPU's 30 s prefill holds live rows ~1 s
+            max_prefills_per_step or (GPU_PREFILLS_PER_STEP if on_cuda else 1),
             cpu_cores,
         )
+        self.cuda_graphs = cuda_graphs  # replay the token step as CUDA graphs where the model is on CUDA
         self.rows: GreedyRows | None = None  # exists while the model is loaded
         self._rows_of: Transcriber | None = None  # the transcriber `rows` decodes for
 
@@ -153,7 +158,8 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
 
     def _ensure_runner(self, model: Transcriber) -> None:
         if self.rows is None or self._rows_of is not model:  # none yet, or an unloaded model's
-            self.rows, self._rows_of = model.rows(self.max_batch_size), model
+            self.rows = model.rows(self.max_batch_size, graphs=None if self.cuda_graphs else False)
+            self._rows_of = model
 
     def _drop_runner(self) -> None:
         self.rows = self._rows_of = None
@@ -176,10 +182,32 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
             prompt, after = job.prompt(model)
         else:
             prompt, after = model.embedded_prompt(job.wave, job.context, job.language), None
-        row, first = self.rows.join(prompt, job.budget, job.temperature, after=after, draft=job.draft)
+        self._admitted(handle, *self.rows.join(prompt, job.budget, job.temperature, after=after, draft=job.draft))
+
+    def _admitted(self, handle: _Handle, row: int, first: list[Emitted]) -> None:
         handle.row, handle.admitted = row, time.monotonic()
         self._active[row] = handle
         self._deliver(first)
+
+    def _prefill_many(self, model: Transcriber, handles: list[_Handle]) -> None:
+        """Uploads' parts (greedy, no live prompt) encoded and prefilled together (`Transcriber.embedded_prompts`,
+        `GreedyRows.join_many`: packed on CUDA); the others, or all of them again one at a time if that fails (then
+        only a faulty request fails), as `_prefill` admits one."""
+        uploads = [h for h in handles if h.job.prompt is None and not h.job.draft and h.job.temperature == 0]
+        rest = [handle for handle in handles if handle not in uploads]
+        if len(uploads) > 1:
+            try:
+                prompts = model.embedded_prompts([(h.job.wave, h.job.context, h.job.language) for h in uploads])
+                joined = self.rows.join_many(prompts, [handle.job.budget for handle in uploads])
+            except Exception:  # retried one at a time below, where a faulty request fails alone
+                self._release_orphan_rows()
+                rest += uploads
+            else:
+                for handle, (row, first) in zip(uploads, joined, strict=True):
+                    self._admitted(handle, row, first)
+        else:
+            rest += uploads
+        super()._prefill_many(model, rest)
 
     def _step(self) -> None:
         started = time.perf_counter()

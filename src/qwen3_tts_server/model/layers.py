@@ -306,6 +306,17 @@ class LayerRegions:
 EAGER_REGIONS = LayerRegions()  # what a pass outside the frame step uses (a prompt's prefill), never compiled
 
 
+def padding_indices(lengths: list[int], device: torch.device) -> tuple[torch.Tensor, torch.Tensor]:
+    """For sequences of `lengths` packed end to end: the packed position each position of the sequences padded to
+    the longest reads ((B, longest); a pad repeats its sequence's last), and each packed position's place among the
+    padded ones, flattened (what takes the padded results back)."""
+    width = max(lengths)
+    starts = itertools.accumulate(lengths, initial=0)
+    gather = [[start + min(p, n - 1) for p in range(width)] for start, n in zip(starts, lengths, strict=False)]
+    scatter = [b * width + p for b, n in enumerate(lengths) for p in range(n)]
+    return torch.tensor(gather, device=device), torch.tensor(scatter, device=device)
+
+
 class PackedPrompts:
     """Prompts packed end to end, one position after another (`DecoderStack.prefill_packed`), and how attention runs
     over them. Per prompt, over its own positions, as a prompt alone does: padding the prompts to one length changes
@@ -321,12 +332,7 @@ class PackedPrompts:
         self.last = torch.tensor(self.starts[1:], device=device) - 1  # each prompt's last position
         if padded:
             width = self.longest
-            # the packed position each padded one reads (the pads repeat a prompt's last), and back
-            prompts = zip(self.starts[:-1], lengths, strict=True)
-            self.gather = torch.tensor([[s + min(p, n - 1) for p in range(width)] for s, n in prompts], device=device)
-            self.scatter = torch.tensor(
-                [b * width + p for b, length in enumerate(lengths) for p in range(length)], device=device
-            )
+            self.gather, self.scatter = padding_indices(lengths, device)
             self.mask = torch.ones(width, width, dtype=torch.bool, device=device).tril()
         else:
             self.masks = {n: torch.ones(n, n, dtype=torch.bool, device=device).tril() for n in set(lengths)}

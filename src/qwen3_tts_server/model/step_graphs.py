@@ -1,8 +1,10 @@
-"""CUDA graphs of the static frame step: one graph per (row bucket, attention span), replayed each step.
+"""CUDA graphs of static decoding steps: one graph per (row bucket, attention span), replayed each step. Shared by
+the speech frame step (`model/tts/generation.py`) and the recogniser's token step (`model/asr/decoding.py`).
 
-A frame is about a hundred small layer passes and sixteen sampling points; launched one by one, the
-launches, not the arithmetic, set the speed. The static step (`FrameGenerator._frame`) reads only the
-generator's persistent buffers and has shapes fixed by its key, so a captured graph replays it exactly.
+A speech frame is about a hundred small layer passes and sixteen sampling points, a recogniser's token a pass of its
+decoder; launched one by one, the launches, not the arithmetic, set the speed. A static step reads only its
+generator's persistent buffers and has shapes fixed by its key (the rows of a bucket, the first `bucket` rows, over a
+span rounded up to `SPAN_STEP`), so a captured graph replays it exactly.
 
 A graph is valid while the buffers it was captured on stay where they are: a grown KV cache, text buffer
 or rotary table moves them, and the graphs captured before are dropped and captured again on use.
@@ -27,7 +29,8 @@ import torch
 
 log = logging.getLogger(__name__)
 
-StepOutputs = tuple[torch.Tensor, torch.Tensor]  # the frames' codes (B, G) and each row's end (B,)
+SPAN_STEP = 128  # a static step attends over a multiple of this many cache positions
+StepOutputs = tuple[torch.Tensor, torch.Tensor]  # speech: the frames' codes (B, G) and each row's end (B,)
 Step = Callable[[], StepOutputs]
 
 
@@ -75,6 +78,16 @@ class CudaGraphBackend:
         self._pool = None
 
 
+def batch_buckets(rows: int) -> tuple[int, ...]:
+    """The row counts a static step runs: powers of two below `rows`, then `rows` itself."""
+    return tuple(1 << i for i in range(rows.bit_length()) if 1 << i < rows) + (rows,)
+
+
+def rounded_span(span: int) -> int:
+    """A static step's attention span: `span` cache positions rounded up to a multiple of SPAN_STEP."""
+    return -(-span // SPAN_STEP) * SPAN_STEP
+
+
 @dataclass
 class _Captured:
     replay: Callable[[], None]
@@ -95,8 +108,10 @@ class StepGraphs:
         layout: Callable[[], tuple[int, ...]],
         quiet: Callable[[], AbstractContextManager],
         backend: GraphBackend | None = None,
+        names: tuple[str, str] = ("codes", "ends"),
     ):
         self._layout = layout
+        self._names = names  # the step's two outputs, as a mismatch names them
         self._quiet = quiet
         self._backend = backend or CudaGraphBackend()
         self._graphs: dict[tuple[int, int], _Captured] = {}
@@ -151,7 +166,7 @@ class StepGraphs:
             replay, outputs = self._backend.capture(step)
             self.captures += 1
             replay()
-            for name, want, got in zip(("codes", "ends"), eager, outputs, strict=True):
+            for name, want, got in zip(self._names, eager, outputs, strict=True):
                 if not torch.equal(want, got):
                     differing = int((want != got).sum())
                     raise GraphMismatch(f"{differing} of {want.numel()} {name} differ")

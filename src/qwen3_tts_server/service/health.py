@@ -9,6 +9,7 @@ import os
 import torch
 
 from .. import __version__
+from ..engine.recognition import RecognitionEngine
 from ..engine.registry import HostedModel
 from ..engine.synthesis import Engine
 from ..resources import open_descriptors, os_threads, resident_memory_bytes
@@ -72,6 +73,10 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
     models, engine = hosted.manager, hosted.row_engine
     model: LoadedModel | None = models.loaded
     generator = engine.generator if isinstance(engine, Engine) else None
+    decoding = engine.rows if isinstance(engine, RecognitionEngine) else None
+    graphs = (
+        generator.graphs_state if generator is not None else decoding.graphs_state if decoding is not None else None
+    )
     memory: dict[str, int | None] = {"rss_bytes": resident_memory_bytes()}
     gpu = gpu_memory(model)
     if gpu is not None:
@@ -90,9 +95,9 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
             "loads": models.loads,
             "error": models.last_error,  # why the last load failed; None after a good one
         },
-        # The frame step as CUDA graphs: on, off, or failed (reason) with the eager step serving; null until loaded
-        # (and for a recogniser).
-        "cuda_graphs": generator.graphs_state if generator is not None else None,
+        # The frame step (a recogniser's token step) as CUDA graphs: on, off, or failed (reason) with the eager step
+        # serving; null until loaded.
+        "cuda_graphs": graphs,
         # The code predictor's fused kernels: on, off (why), or failed (why) with the layer-by-layer passes serving.
         "fused_kernels": generator.fused_state if generator is not None else None,
         "memory": memory,

@@ -7,7 +7,11 @@ every token comes with its log probability under the model's distribution.
 
 A greedy row may join with a draft of its first tokens (a live pass: what the pass before it gave after the text
 both share). The prefill runs over the draft too, and the row keeps as much of it as its own choices confirm, token
-by token, with the choice after that: the tokens it would have decoded one step at a time, several from one call."""
+by token, with the choice after that: the tokens it would have decoded one step at a time, several from one call.
+
+On CUDA a step whose rows are all greedy runs static (`model/step_graphs.py`, as the speech frame step does): over a
+bucket of slots and a rounded span, its input tokens, lengths and choices on the device, replayed from a CUDA graph,
+the host reading only the new tokens and their log probabilities. A step with a sampling row runs as on a CPU."""
 
 from __future__ import annotations
 
@@ -18,6 +22,7 @@ import torch
 from torch import nn
 
 from ..layers import KVCache
+from ..step_graphs import GraphBackend, StepGraphs, StepOutputs, batch_buckets, no_row_running, rounded_span
 from .decoder import AsrDecoder
 
 INITIAL_CAPACITY = 256  # cache positions per row to start with; the cache doubles when a row needs more
@@ -56,7 +61,16 @@ class Emitted:
 class GreedyRows:
     """Rows of decoding over one `AsrDecoder` and output `head` (hidden -> logits), at most `slots` at a time."""
 
-    def __init__(self, decoder: AsrDecoder, head: nn.Module, stop: frozenset[int], slots: int):
+    def __init__(
+        self,
+        decoder: AsrDecoder,
+        head: nn.Module,
+        stop: frozenset[int],
+        slots: int,
+        static: bool | None = None,
+        graphs: bool | None = None,
+        graph_backend: GraphBackend | None = None,
+    ):
         self.decoder, self.head, self.stop = decoder, head, stop
         self.dtype, self.device = decoder.norm.weight.dtype, decoder.norm.weight.device
         self.cache = decoder.new_cache(slots, INITIAL_CAPACITY, self.dtype, self.device)
@@ -64,6 +78,21 @@ class GreedyRows:
         self._free = list(range(slots))[::-1]
         self._next_id = 0
         self.drafted = self.confirmed = 0  # draft tokens joined with, and of them those the rows confirmed
+        # The static step (None: on CUDA) reads each slot's last token and whether it runs from the device.
+        on_cuda = self.device.type == "cuda"
+        self.static = on_cuda if static is None else static
+        self.buckets = batch_buckets(slots)
+        self.last = torch.zeros(slots, dtype=torch.long, device=self.device)
+        self.running = torch.zeros(slots, dtype=torch.bool, device=self.device)
+        graphed = self.static and (on_cuda if graphs is None else graphs)
+        names = ("tokens", "log probabilities")
+        quiet = lambda: no_row_running(self.running)  # noqa: E731
+        self.graphs = StepGraphs(self._layout, quiet, graph_backend, names) if graphed else None
+
+    @property
+    def graphs_state(self) -> str:
+        """CUDA graphs of the step: "on", "off" (not asked for, or no CUDA) or "failed (reason)"."""
+        return "off" if self.graphs is None else self.graphs.state
 
     @property
     def free_slots(self) -> int:
@@ -127,7 +156,42 @@ class GreedyRows:
         self.drafted, self.confirmed = self.drafted + len(guess), self.confirmed + len(emitted) - 1
         if not row.finished:  # the cache keeps the prompt and the confirmed draft: the last choice is not in it yet
             self.cache.cut(slot, start + len(prompt) - len(guess) + len(emitted) - 1)
+            self.last[slot] = emitted[-1].token
+            self.running[slot] = True
         return row_id, emitted
+
+    @torch.inference_mode()
+    def join_many(
+        self, prompts: list[torch.Tensor], budgets: list[int], packed: bool | None = None
+    ) -> list[tuple[int, list[Emitted]]]:
+        """Greedy rows for several embedded prompts at once, as `join` gives each: ids and first tokens, in order.
+        Packed (None: on CUDA), the prompts are prefilled in one forward (`DecoderStack.prefill_packed`) and their
+        first tokens chosen together. A product over more rows may round its last bits otherwise than over one row
+        (as the encoder's do on a CPU), so a CPU joins them one at a time and stays bit-exact."""
+        if not (self.device.type == "cuda" if packed is None else packed):
+            return [self.join(prompt, budget) for prompt, budget in zip(prompts, budgets, strict=True)]
+        if len(prompts) > len(self._free):
+            raise RuntimeError("every decoding slot is taken")
+        if min(budgets) < 1:
+            raise ValueError("a row's budget is at least one token")
+        rows = []
+        for budget in budgets:
+            row_id, self._next_id = self._next_id, self._next_id + 1
+            self.rows[row_id] = row = DecodingRow(slot=self._free.pop(), budget=budget)
+            rows.append((row_id, row))
+        lengths = [len(prompt) for prompt in prompts]
+        packed_prompts = torch.cat([prompt.to(self.dtype) for prompt in prompts])
+        slots = [row.slot for _, row in rows]
+        hidden = self.decoder.prefill_packed(packed_prompts, lengths, self.cache, slots)
+        chosen = self._choose(hidden, [row for _, row in rows])
+        joined = []
+        for (row_id, row), (token, logprob) in zip(rows, chosen, strict=True):
+            emitted = self._record(row_id, row, token, logprob)
+            if not row.finished:
+                self.last[row.slot] = token
+                self.running[row.slot] = True
+            joined.append((row_id, [emitted]))
+        return joined
 
     def _record(self, row_id: int, row: DecodingRow, token: int, logprob: float) -> Emitted:
         row.tokens.append(token)
@@ -141,6 +205,7 @@ class GreedyRows:
         """Free a row's slot (a finished row leaves by itself; a cancelled one is left here)."""
         row = self.rows.pop(row_id, None)
         if row is not None:
+            self.running[row.slot] = False
             self._free.append(row.slot)
             self._free.sort(reverse=True)  # the lowest free slot is popped first
 
@@ -155,6 +220,8 @@ class GreedyRows:
         if not self.rows:
             return []
         by_slot = {row.slot: row_id for row_id, row in self.rows.items()}
+        if self.static and all(row.temperature == 0 for row in self.rows.values()):
+            return self._static_step(by_slot)
         count = max(by_slot) + 1
         span = max(self.cache.lengths[slot] for slot in by_slot) + 1
         self.cache.ensure_capacity(span)
@@ -166,7 +233,54 @@ class GreedyRows:
         slots = sorted(by_slot)
         rows = [self.rows[by_slot[slot]] for slot in slots]
         chosen = self._choose(hidden if len(slots) == count else hidden[slots], rows)
+        if self.static:  # a sampling row's step: the device's last tokens follow it
+            self.last[torch.tensor(slots, device=self.device)] = torch.tensor(
+                [t for t, _ in chosen], device=self.device
+            )
         return [
             self._record(by_slot[slot], row, token, logprob)
             for slot, row, (token, logprob) in zip(slots, rows, chosen, strict=True)
         ]
+
+    def _static_step(self, by_slot: dict[int, int]) -> list[Emitted]:
+        """`step` for greedy rows: the first `bucket` slots (every running one among them) over a span rounded up,
+        from its graph when graphs are on; one read of the device, for the new tokens and their log probabilities."""
+        slots = sorted(by_slot)
+        bucket = next(size for size in self.buckets if size > slots[-1])
+        span = rounded_span(max(self.cache.lengths[slot] for slot in slots) + 1)
+        self._reserve(span)
+        if self.graphs is None:
+            tokens, logprobs = self._static_pass(bucket, span)
+        else:
+            tokens, logprobs = self.graphs.run((bucket, span), lambda: self._static_pass(bucket, span))
+        for slot in slots:
+            self.cache.lengths[slot] += 1
+        chosen = torch.stack((tokens.double(), logprobs.double())).tolist()
+        return [
+            self._record(by_slot[slot], self.rows[by_slot[slot]], int(chosen[0][slot]), chosen[1][slot])
+            for slot in slots
+        ]
+
+    def _static_pass(self, bucket: int, span: int) -> StepOutputs:
+        """The device work of a static step over the first `bucket` slots: each running slot's next token (argmax)
+        and its log probability; the running slots' lengths and last tokens advance. Slots that are not running
+        compute what is ignored, their keys written at their own next position, which their next row overwrites."""
+        rows = slice(0, bucket)
+        running = self.running[rows]
+        embedded = self.decoder.embed_tokens(self.last[rows, None]).to(self.dtype)
+        hidden = self.decoder.decode(embedded, self.cache, rows, span)[:, -1]
+        logits = self.head(hidden)
+        tokens = logits.argmax(dim=-1)
+        logprobs = torch.log_softmax(logits.float(), dim=-1).gather(1, tokens[:, None])[:, 0]
+        self.cache.length[rows] += running
+        self.last[rows] = torch.where(running, tokens, self.last[rows])
+        return tokens, logprobs
+
+    def _reserve(self, span: int) -> None:
+        """Room for a step over `span` positions; the rotary table grows with the cache (it moves only then)."""
+        self.cache.ensure_capacity(span)
+        self.decoder.rotary.table(self.cache.capacity, self.decoder.rotary_dtype(self.dtype))
+
+    def _layout(self) -> tuple[int, ...]:
+        """The addresses of the buffers a static step reads that can move (grown by doubling)."""
+        return (self.cache.k.data_ptr(), self.cache.v.data_ptr(), *self.decoder.rotary.addresses())

@@ -11,6 +11,7 @@ follows the blocks."""
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 from typing import Any
@@ -18,6 +19,8 @@ from typing import Any
 import torch
 import torch.nn.functional as F
 from torch import nn
+
+from ..layers import padding_indices
 
 CHUNK_TOKENS = 13  # tokens of a whole chunk (100 mel frames) after the convolutions
 
@@ -85,16 +88,53 @@ class EncoderAttention(nn.Module):
         self.v_proj = nn.Linear(width, width)
         self.out_proj = nn.Linear(width, width)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        """Bidirectional attention of [tokens, width] (one attention block's tokens)."""
+    def forward(self, hidden: torch.Tensor, blocks: PackedBlocks | None = None) -> torch.Tensor:
+        """Bidirectional attention of [tokens, width]: one attention block's tokens, or several blocks packed end
+        to end (`blocks`), each attending within itself."""
         tokens, width = hidden.shape
 
         def heads_first(states: torch.Tensor) -> torch.Tensor:
             return states.reshape(tokens, self.heads, -1).transpose(0, 1).unsqueeze(0)
 
         query, key, value = (heads_first(projection(hidden)) for projection in (self.q_proj, self.k_proj, self.v_proj))
-        attended = F.scaled_dot_product_attention(query, key, value, scale=(width // self.heads) ** -0.5)
+        scale = (width // self.heads) ** -0.5
+        if blocks is None:
+            attended = F.scaled_dot_product_attention(query, key, value, scale=scale)
+        else:
+            attended = blocks.attend(query, key, value, scale)
         return self.out_proj(attended.squeeze(0).transpose(0, 1).reshape(tokens, width))
+
+
+class PackedBlocks:
+    """Attention blocks of several clips packed end to end, and how their attention runs: per block, as a block
+    alone runs (a CPU kernel's sums over another length would change a clip's last bits), or on CUDA in one call
+    over the blocks padded to the longest, the padding masked out of every block's keys."""
+
+    def __init__(self, lengths: list[int], device: torch.device):
+        self.lengths = lengths
+        self.starts = list(itertools.accumulate(lengths, initial=0))
+        self.padded = device.type == "cuda"
+        if self.padded:
+            width = max(lengths)
+            self.gather, self.scatter = padding_indices(lengths, device)
+            self.keys = (torch.arange(width, device=device)[None] < torch.tensor(lengths, device=device)[:, None])[
+                :, None, None, :
+            ]
+
+    def attend(self, query: torch.Tensor, key: torch.Tensor, value: torch.Tensor, scale: float) -> torch.Tensor:
+        """(1, heads, tokens, head size) each -> the blocks' attention outputs, same shape."""
+        if self.padded:
+            q, k, v = (t[0][:, self.gather].transpose(0, 1) for t in (query, key, value))
+            out = F.scaled_dot_product_attention(q, k, v, attn_mask=self.keys, scale=scale)
+            out = out.transpose(1, 2).reshape(-1, out.shape[1], out.shape[3])[self.scatter]
+            return out.transpose(0, 1)[None]
+        return torch.cat(
+            [
+                F.scaled_dot_product_attention(query[:, :, a:b], key[:, :, a:b], value[:, :, a:b], scale=scale)
+                for a, b in itertools.pairwise(self.starts)
+            ],
+            dim=2,
+        )
 
 
 class EncoderLayer(nn.Module):
@@ -106,8 +146,8 @@ class EncoderLayer(nn.Module):
         self.fc2 = nn.Linear(config.ffn, config.width)
         self.final_layer_norm = nn.LayerNorm(config.width)
 
-    def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden))
+    def forward(self, hidden: torch.Tensor, blocks: PackedBlocks | None = None) -> torch.Tensor:
+        hidden = hidden + self.self_attn(self.self_attn_layer_norm(hidden), blocks)
         hidden = hidden + self.fc2(F.gelu(self.fc1(self.final_layer_norm(hidden))))
         if hidden.dtype == torch.float16:  # as the official layer keeps float16 finite
             limit = torch.finfo(torch.float16).max - 1000
@@ -165,8 +205,38 @@ class AudioEncoder(nn.Module):
         hidden = hidden + self.positions[:steps].to(hidden.dtype)
         return [tokens[: chunk_tokens(len(chunk))] for tokens, chunk in zip(hidden, chunks, strict=True)]
 
-    def attend(self, hidden: torch.Tensor) -> torch.Tensor:
-        """One attention block's convolved tokens [tokens, width] -> its encoder output."""
+    def attend(self, hidden: torch.Tensor, blocks: PackedBlocks | None = None) -> torch.Tensor:
+        """One attention block's convolved tokens [tokens, width] (or several blocks' packed, `blocks`) -> its
+        encoder output."""
         for layer in self.layers:
-            hidden = layer(hidden)
+            hidden = layer(hidden, blocks)
         return self.proj2(F.gelu(self.proj1(self.ln_post(hidden))))
+
+    def encode_many(self, clips: list[torch.Tensor], packed: bool | None = None) -> list[torch.Tensor]:
+        """Several clips' [mel bins, frames] -> each one's tokens. Packed (None: on CUDA): every chunk of every clip
+        through the convolutions in one call per padding length, every block's tokens through the layers'
+        projections together, attention within each block: what `forward` gives each clip alone, up to the last
+        bits of products over other row counts (on a CPU ~1e-6, which is why a CPU encodes one clip at a time and
+        stays bit-exact)."""
+        if not (clips[0].is_cuda if packed is None else packed):
+            return [self(features) for features in clips]
+        blocks: list[tuple[int, list[torch.Tensor]]] = []  # (clip, its chunks) of every block
+        by_padding: dict[int, list[tuple[int, int, torch.Tensor]]] = {}  # padding -> (block, chunk, frames)
+        for clip, features in enumerate(clips):
+            pad_to = min(features.shape[1], self.config.chunk_frames)
+            for block in features.split(self.block_frames, dim=1):
+                chunks = list(block.T.split(self.config.chunk_frames))
+                for index, chunk in enumerate(chunks):
+                    by_padding.setdefault(pad_to, []).append((len(blocks), index, chunk))
+                blocks.append((clip, chunks))
+        convolved: list[list[torch.Tensor]] = [[] for _ in blocks]
+        for pad_to, chunks in by_padding.items():
+            for (block, _, _), tokens in zip(chunks, self.convolve([c for _, _, c in chunks], pad_to), strict=True):
+                convolved[block].append(tokens)  # in order: a block's chunks were listed in order
+        tokens = [torch.cat(chunks) for chunks in convolved]
+        lengths = [len(block) for block in tokens]
+        encoded = self.attend(torch.cat(tokens), PackedBlocks(lengths, tokens[0].device)).split(lengths)
+        outputs: list[list[torch.Tensor]] = [[] for _ in clips]
+        for (clip, _), block in zip(blocks, encoded, strict=True):
+            outputs[clip].append(block)
+        return [torch.cat(parts) for parts in outputs]

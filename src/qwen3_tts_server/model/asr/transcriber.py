@@ -150,15 +150,26 @@ class Transcriber:
         ids = self.model.tokenizer.encode(prompt_text(context, language, audio_tokens) + prefix)
         return torch.tensor(ids, device=self.model.device)
 
-    @torch.inference_mode()
     def embedded_prompt(self, wave: np.ndarray, context: str = "", language: str | None = None) -> torch.Tensor:
         """[tokens, hidden]: a part's prompt with its audio in place, ready to join a `GreedyRows`."""
-        audio = self.encode(self.model, wave)
-        ids = self.prompt_ids(context, language, len(audio))
-        return self.model.decoder.embed_prompt(ids, audio, self.model.tokens.audio_pad)
+        return self.embedded_prompts([(wave, context, language)])[0]
 
-    def rows(self, slots: int) -> GreedyRows:
-        return GreedyRows(self.model.decoder, self.model.head, self.model.tokens.stop, slots)
+    @torch.inference_mode()
+    def embedded_prompts(self, parts: Sequence[tuple[np.ndarray, str, str | None]]) -> list[torch.Tensor]:
+        """`embedded_prompt` of several parts (wave, context, language), their audio encoded together
+        (`AudioEncoder.encode_many`: packed on CUDA)."""
+        model = self.model
+        audio = model.encoder.encode_many([self.features(model, wave) for wave, _, _ in parts])
+        return [
+            model.decoder.embed_prompt(
+                self.prompt_ids(context, language, len(encoded)), encoded, model.tokens.audio_pad
+            )
+            for (_, context, language), encoded in zip(parts, audio, strict=True)
+        ]
+
+    def rows(self, slots: int, graphs: bool | None = None) -> GreedyRows:
+        """Decoding rows for this model (`graphs`: CUDA graphs of the static step, None: on CUDA)."""
+        return GreedyRows(self.model.decoder, self.model.head, self.model.tokens.stop, slots, graphs=graphs)
 
     def transcribe(
         self,
@@ -220,14 +231,15 @@ class Transcriber:
         running: dict[int, _Part] = {}  # by row id
         done = generated = 0
         while waiting or running:
+            joining = [parts[waiting.pop()] for _ in range(min(len(waiting), decoding.free_slots))]
             emitted = []
-            while waiting and decoding.free_slots:
-                part = parts[waiting.pop()]
-                part.tokens = []
-                budget = max_new_tokens or part_budget(len(part.wave))
-                row, (first,) = decoding.join(self.embedded_prompt(part.wave, part.context, part.language), budget)
-                running[row] = part
-                emitted.append(first)
+            if joining:  # encoded and prefilled together (on CUDA; one at a time on a CPU)
+                prompts = self.embedded_prompts([(part.wave, part.context, part.language) for part in joining])
+                budgets = [max_new_tokens or part_budget(len(part.wave)) for part in joining]
+                for part, (row, (first,)) in zip(joining, decoding.join_many(prompts, budgets), strict=True):
+                    part.tokens = []
+                    running[row] = part
+                    emitted.append(first)
             emitted += decoding.step()
             for token in emitted:
                 part = running[token.row]

@@ -15,18 +15,17 @@ from dataclasses import dataclass
 
 import torch
 
+from ..step_graphs import SPAN_STEP, GraphBackend, StepGraphs, StepOutputs, batch_buckets, no_row_running, rounded_span
 from .config import TalkerConfig
 from .fused_predictor import FusedPredictorPath
 from .prompt import TalkerPrompt
 from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose, stream_uniform
-from .step_graphs import GraphBackend, StepGraphs, StepOutputs, no_row_running
 from .talker import Talker
 
 MIN_FRAMES = 2
 # A row's end as the step computes it on the device (an index into FINISH_REASONS): 0 goes on, 1 EOS.
 FINISH_CODE_BUDGET = 2  # the row made its frame budget
 FINISH_REASONS = (None, "eos", "length")
-SPAN_STEP = 128  # a static step attends over a multiple of this many cache positions
 
 
 @dataclass(frozen=True)
@@ -46,11 +45,6 @@ class Frame:
     row: int
     codes: torch.Tensor  # (num_code_groups,) long, on the model device
     finished: str | None = None  # "eos" | "length"
-
-
-def batch_buckets(rows: int) -> tuple[int, ...]:
-    """The row counts a static step runs: powers of two below `rows`, then `rows` itself."""
-    return tuple(1 << i for i in range(rows.bit_length()) if 1 << i < rows) + (rows,)
 
 
 class FrameGenerator:
@@ -245,7 +239,7 @@ class FrameGenerator:
         its masked write lands at its own next position only while that position is inside the span."""
         bucket = next(size for size in self.buckets if size > indices[-1])
         span = max(self.cache.lengths[i] for i in self.active if i < bucket) + 1
-        return bucket, -(-span // SPAN_STEP) * SPAN_STEP
+        return bucket, rounded_span(span)
 
     @torch.inference_mode()
     def static_frame(self, bucket: int, span: int) -> StepOutputs:
