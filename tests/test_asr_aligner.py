@@ -70,9 +70,26 @@ def test_the_aligner_gives_the_official_timestamps(aligner, splitter, case):
     ids = torch.tensor(tokenizer.encode(aligner_prompt(words, len(audio))))
     assert ids.tolist() == recorded["input_ids"][0]
     embedded = decoder.embed_prompt(ids, audio, asr_token_id("<|audio_pad|>", KIND))
-    steps = slot_steps(decoder, head, embedded, ids, asr_token_id("<timestamp>", KIND))
+    (steps,) = slot_steps(decoder, head, [embedded], [ids], asr_token_id("<timestamp>", KIND))
     assert steps == recorded["slot_classes"]
     assert timed_words(words, steps, 80) == [(i["text"], i["start"], i["end"]) for i in recorded["items"]]
+
+
+def test_prompts_aligned_together_give_each_ones_steps(aligner, splitter):
+    """The official cases' prompts in one packed causal pass (the GPU's way), each attending within itself: every
+    slot's step as the prompt alone gives it."""
+    encoder, decoder, head, tokenizer = aligner
+    prompts, ids = [], []
+    for spec in ALIGN_CASES.values():
+        with torch.inference_mode():
+            audio = encoder(torch.from_numpy(FEATURES[spec["audio"]].copy()))
+        words = splitter.words(spec["text"], spec["language"])
+        ids.append(torch.tensor(tokenizer.encode(aligner_prompt(words, len(audio)))))
+        prompts.append(decoder.embed_prompt(ids[-1], audio, asr_token_id("<|audio_pad|>", KIND)))
+    slot = asr_token_id("<timestamp>", KIND)
+    together = slot_steps(decoder, head, prompts, ids, slot, packed=True)
+    assert len(prompts) > 1 and together == slot_steps(decoder, head, prompts, ids, slot)
+    assert together == [ORACLE["align"][case]["slot_classes"] for case in ALIGN_CASES]
 
 
 def test_words_keep_letters_digits_and_apostrophes_and_split_ideographs():

@@ -391,12 +391,19 @@ class DecoderStack(nn.Module):
         return self.extend(x, cache, rows, 0)
 
     def prefill_packed(
-        self, x: torch.Tensor, lengths: list[int], cache: KVCache, rows: list[int], padded: bool | None = None
+        self,
+        x: torch.Tensor,
+        lengths: list[int],
+        cache: KVCache,
+        rows: list[int],
+        padded: bool | None = None,
+        every_position: bool = False,
     ) -> torch.Tensor:
         """Run several prompts in one forward, packed end to end: x (sum(lengths), hidden), prompt b the next
         `lengths[b]` positions, stored in cache row `rows[b]` from position 0. Returns each prompt's normed last
-        state (B, hidden). The projections and norms take every prompt's positions at once; attention runs as
-        `PackedPrompts` says (`padded`: None pads on CUDA only)."""
+        state (B, hidden), or with `every_position` every position's, packed (sum(lengths), hidden). The
+        projections and norms take every prompt's positions at once; attention runs as `PackedPrompts` says
+        (`padded`: None pads on CUDA only)."""
         device = x.device
         packed = PackedPrompts(lengths, device, device.type == "cuda" if padded is None else padded)
         cache.ensure_capacity(packed.longest)
@@ -413,7 +420,7 @@ class DecoderStack(nn.Module):
         cache.length[torch.tensor(rows, device=device)] = torch.tensor(lengths, device=device)
         for row, length in zip(rows, lengths, strict=True):
             cache.lengths[row] = length
-        return self.norm(x[0, packed.last])
+        return self.norm(x[0] if every_position else x[0, packed.last])
 
     def extend(self, x: torch.Tensor, cache: KVCache, rows: slice, start: int) -> torch.Tensor:
         """Run x (B, T, hidden) causally at positions `start`.. of the B cache rows `rows`, attending over their

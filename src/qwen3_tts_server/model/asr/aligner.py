@@ -18,11 +18,33 @@ def aligner_prompt(words: list[str], audio_tokens: int) -> str:
 
 
 @torch.inference_mode()
-def slot_steps(decoder: AsrDecoder, head: nn.Module, prompt: torch.Tensor, ids: torch.Tensor, slot: int) -> list[int]:
-    """The head's step (argmax) at every timestamp slot of one embedded prompt [tokens, hidden], in order."""
-    cache = decoder.new_cache(1, len(prompt), prompt.dtype, prompt.device)
-    hidden = decoder.prefill(prompt[None], cache, slice(0, 1))[0]
-    return head(hidden[ids == slot]).argmax(dim=-1).tolist()
+def slot_steps(
+    decoder: AsrDecoder,
+    head: nn.Module,
+    prompts: list[torch.Tensor],
+    ids: list[torch.Tensor],
+    slot: int,
+    packed: bool | None = None,
+) -> list[list[int]]:
+    """The head's step (argmax) at every timestamp slot of each embedded prompt [tokens, hidden], in order. Packed
+    (None: on CUDA), the prompts run in one causal pass (`DecoderStack.prefill_packed`); on a CPU one at a time, as
+    bit-exact as alone (a product over more rows may round its last bits otherwise)."""
+    device = prompts[0].device
+    if not (device.type == "cuda" if packed is None else packed):
+        hidden = []
+        for prompt in prompts:
+            cache = decoder.new_cache(1, len(prompt), prompt.dtype, device)
+            hidden.append(decoder.prefill(prompt[None], cache, slice(0, 1))[0])
+    else:
+        lengths = [len(prompt) for prompt in prompts]
+        cache = decoder.new_cache(len(prompts), max(lengths), prompts[0].dtype, device)
+        rows = list(range(len(prompts)))
+        hidden = list(
+            decoder.prefill_packed(torch.cat(prompts), lengths, cache, rows, every_position=True).split(lengths)
+        )
+    slots = [prompt_ids == slot for prompt_ids in ids]
+    steps = head(torch.cat([states[at] for states, at in zip(hidden, slots, strict=True)])).argmax(dim=-1)
+    return [part.tolist() for part in steps.split([int(at.sum()) for at in slots])]
 
 
 def repair_timestamps(values: list[float]) -> list[int]:

@@ -254,24 +254,39 @@ class Transcriber:
                 progress(Progress(done, len(parts), generated))
 
     def _align(self, parts: list[_Part], parsed: list[tuple[str, str]]) -> list[list[TimedWord] | None]:
-        return [
-            self.align(part.wave, text, language, part.offset) if text.strip() else None
-            for part, (language, text) in zip(parts, parsed, strict=True)
-        ]
+        spoken = [(part, language, text) for part, (language, text) in zip(parts, parsed, strict=True) if text.strip()]
+        aligned = iter(self.align_many([(part.wave, text, language, part.offset) for part, language, text in spoken]))
+        return [next(aligned) if text.strip() else None for _, text in parsed]
 
-    @torch.inference_mode()
     def align(self, wave: np.ndarray, text: str, language: str, offset: float = 0.0) -> list[TimedWord]:
         """The words of one part's transcript (`text`, heard as `language`) with their times in the clip, the part
         starting `offset` seconds into it."""
+        return self.align_many([(wave, text, language, offset)])[0]
+
+    @torch.inference_mode()
+    def align_many(self, parts: Sequence[tuple[np.ndarray, str, str, float]]) -> list[list[TimedWord]]:
+        """`align` of several parts (wave, text, language, offset): on CUDA their audio encoded and their prompts run
+        together (`AudioEncoder.encode_many`, `aligner.slot_steps`), on a CPU one at a time."""
         aligner = self.aligner
         if aligner is None or aligner.tokens.timestamp is None:
             raise InvalidInputError("word timestamps need a ForcedAligner checkpoint", param="timestamp_granularities")
-        words = self.splitter.words(text, language)
-        audio = self.encode(aligner, wave)
-        ids = torch.tensor(aligner.tokenizer.encode(aligner_prompt(words, len(audio))), device=aligner.device)
-        embedded = aligner.decoder.embed_prompt(ids, audio, aligner.tokens.audio_pad)
-        steps = slot_steps(aligner.decoder, aligner.head, embedded, ids, aligner.tokens.timestamp)
+        if not parts:
+            return []
+        words = [self.splitter.words(text, language) for _, text, language, _ in parts]
+        audio = aligner.encoder.encode_many([self.features(aligner, wave) for wave, _, _, _ in parts])
+        ids = [
+            torch.tensor(aligner.tokenizer.encode(aligner_prompt(part, len(encoded))), device=aligner.device)
+            for part, encoded in zip(words, audio, strict=True)
+        ]
+        prompts = [
+            aligner.decoder.embed_prompt(part_ids, encoded, aligner.tokens.audio_pad)
+            for part_ids, encoded in zip(ids, audio, strict=True)
+        ]
+        steps = slot_steps(aligner.decoder, aligner.head, prompts, ids, aligner.tokens.timestamp)
         return [
-            TimedWord(word, round(start + offset, 3), round(end + offset, 3))
-            for word, start, end in timed_words(words, steps, aligner.step_ms)
+            [
+                TimedWord(word, round(start + offset, 3), round(end + offset, 3))
+                for word, start, end in timed_words(part, part_steps, aligner.step_ms)
+            ]
+            for part, part_steps, (_, _, _, offset) in zip(words, steps, parts, strict=True)
         ]
