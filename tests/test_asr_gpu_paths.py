@@ -14,6 +14,7 @@ import torch
 
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.model.asr.decoding import GreedyRows
+from qwen3_tts_server.model.asr.encoder import PackedBlocks
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.model.step_graphs import SPAN_STEP
@@ -132,6 +133,16 @@ def test_clips_encoded_together_get_what_each_gets_alone(parts):
     for one, together, default in zip(alone_, packed, by_default, strict=True):
         assert together.shape == one.shape and torch.allclose(together, one, rtol=0, atol=1e-5)
         assert torch.equal(default, one)
+
+
+def test_blocks_attended_padded_in_one_call_give_each_blocks_own_attention():
+    """CUDA's way (the blocks padded to the longest, the padding masked out of the keys) against a block at a time."""
+    generator = torch.Generator().manual_seed(3)
+    lengths = [13, 5, 104, 1, 40]
+    query, key, value = (torch.randn(1, 4, sum(lengths), 16, generator=generator) for _ in range(3))
+    apart = PackedBlocks(lengths, torch.device("cpu"), padded=False).attend(query, key, value, 0.25)
+    together = PackedBlocks(lengths, torch.device("cpu"), padded=True).attend(query, key, value, 0.25)
+    assert together.shape == apart.shape == query.shape and torch.allclose(together, apart, rtol=0, atol=1e-6)
 
 
 def test_prompts_prefilled_together_decode_the_tokens_each_decodes_alone(parts):

@@ -20,6 +20,7 @@ from qwen3_tts_server.model.tts import fused_predictor  # noqa: E402
 from qwen3_tts_server.model.tts.fused_predictor import FusedCodePredictor  # noqa: E402
 from qwen3_tts_server.model.tts.generation import FrameGenerator  # noqa: E402
 from qwen3_tts_server.model.tts.sampling import RowSampling, choose  # noqa: E402
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel  # noqa: E402
 from step_schedule import CHINESE, ENGLISH  # noqa: E402
 
 DEVICE = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -211,3 +212,9 @@ def test_teacher_forced_predictions_of_the_fused_passes_are_the_layer_by_layer_o
     model = models["custom_voice"]
     reference = greedy_reference(model, 2)
     assert torch.equal(forced_predictions(model, reference, fused=True), forced_predictions(model, reference))
+
+
+def test_quantised_weights_keep_the_layer_by_layer_passes(checkpoint_dirs):
+    quantised = Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], quantize="int8")
+    state = FrameGenerator(quantised.talker, rows=2, fused=True).fused_state
+    assert state.startswith("off (") and "quantised" in state, state

@@ -110,10 +110,10 @@ class PackedBlocks:
     alone runs (a CPU kernel's sums over another length would change a clip's last bits), or on CUDA in one call
     over the blocks padded to the longest, the padding masked out of every block's keys."""
 
-    def __init__(self, lengths: list[int], device: torch.device):
+    def __init__(self, lengths: list[int], device: torch.device, padded: bool | None = None):
         self.lengths = lengths
         self.starts = list(itertools.accumulate(lengths, initial=0))
-        self.padded = device.type == "cuda"
+        self.padded = device.type == "cuda" if padded is None else padded
         if self.padded:
             width = max(lengths)
             self.gather, self.scatter = padding_indices(lengths, device)

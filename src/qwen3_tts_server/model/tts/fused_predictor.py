@@ -79,6 +79,8 @@ def unsupported(predictor: CodePredictor) -> str | None:
             return f"its {type(module).__name__} layers (quantised or packed weights)"
     dtype = predictor.model.norm.weight.dtype
     linears = [module for module in predictor.modules() if type(module) in linear_kinds]
+    if any(type(module.weight.data) is not torch.Tensor for module in linears):
+        return "quantised weights"  # torchao keeps a plain Linear whose weight is a tensor of its own
     if dtype not in CHECK_TOLERANCE or any(module.weight.dtype != dtype for module in linears):
         return f"weights in {dtype} or mixed dtypes"
     head_dim = predictor.model.cfg.head_dim
