@@ -179,7 +179,7 @@ def sample_kernel(
         # top-k: the k-th largest score, found by halving the range of keys (no sort)
         low, high = tl.min(keys, axis=0).to(tl.int64), tl.max(keys, axis=0).to(tl.int64)
         for _ in tl.static_range(33):
-            middle = (low + high + 1) // 2
+            middle = low + (high - low + 1) // 2  # on a non-negative span: Triton's // truncates toward zero
             enough = tl.sum((keys >= middle).to(tl.int32), axis=0) >= top_k
             low, high = tl.where(enough, middle, low), tl.where(enough, high, middle - 1)
         scores = tl.where(keys < low, float("-inf"), scores)
@@ -190,7 +190,7 @@ def sample_kernel(
         top_p = tl.load(top_p_ptr + row)
         low, high = tl.min(keys, axis=0).to(tl.int64), tl.max(keys, axis=0).to(tl.int64)
         for _ in tl.static_range(33):
-            middle = (low + high) // 2
+            middle = low + (high - low) // 2
             kept = tl.sum(tl.where(keys > middle, probabilities, 0.0), axis=0) < top_p
             low, high = tl.where(kept, low, middle + 1), tl.where(kept, middle, high)
         scores = tl.where(keys < low, float("-inf"), scores)
