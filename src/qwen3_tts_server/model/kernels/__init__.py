@@ -1,10 +1,10 @@
 """Fused Triton kernels for the small decoder passes of a frame step (the code predictor's 15 passes).
 
 A pass over a few rows is bound by its kernels' launches and latencies, not by the bytes it reads: these kernels
-fold the work of one decoder layer into four launches (norm + projection, q/k norm + rotation + cache write +
-attention, projection + residual, norm + gate/up projection + SwiGLU) and choose a code, writing the next pass's
-input, in one more. Each keeps the reference's float32 points: norms, rotations, softmax and accumulation in float32,
-whatever the weights' dtype.
+fold the work of one decoder layer into five launches (norm + projection, q/k norm + rotation + cache write +
+attention, projection + residual, norm + gate/up projection + SwiGLU, projection + residual) and choose a code,
+writing the next pass's input, in one more. Each keeps the reference's float32 points: norms, rotations, softmax
+and accumulation in float32, whatever the weights' dtype.
 
 On a CPU the same kernels run through Triton's interpreter (`TRITON_INTERPRET=1`, set before this module is
 imported), slowly: that is how the tests check them. Triton is imported on the first launch (`triton_code.py` holds

@@ -1,4 +1,4 @@
-"""The code predictor's 15 passes through fused Triton kernels (`model/kernels.py`): five launches per layer
+"""The code predictor's 15 passes through fused Triton kernels (`model/kernels/`): five launches per layer
 and one per code, where the layer-by-layer path (`CodePredictor.predict`) launches some twenty per layer and a dozen
 per code. Same weights, same float32 points, the same sampling (each row's own random numbers, so a row chooses the
 same codes alone or in a batch).
