@@ -5,7 +5,7 @@ step when its argmax is the reference's token. Variants: bfloat16, int8 and int4
 ones also with bfloat16 activations (DTYPE=bfloat16).
 
     .venv/bin/python benchmarks/asr_precision_agreement.py [--size 0.6b | --model DIR] [--clips 8] [--seconds 30]
-        [--tokens 100] [--variants bfloat16 int8 int4 int8-bfloat16 int4-bfloat16] [--out FILE]
+        [--tokens 100] [--variants bfloat16 int8 int4 int8-bfloat16 int4-bfloat16 w8a8 w8a8-bfloat16] [--out FILE]
 
 Prints JSON and writes benchmarks/results/asr_precision_agreement_<size>_cpu.json (or --out).
 """

@@ -173,8 +173,11 @@ def _utterance_at(call: np.ndarray, mark: float) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="0.6b", choices=["tiny", "0.6b"])
-    parser.add_argument("--quantize", default="int8", choices=["none", "int8", "int4"])
+    parser.add_argument("--quantize", default="int8", choices=["none", "int8", "int4", "w8a8"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the activations'")
+    parser.add_argument(
+        "--prefill-weights", default="auto", choices=["auto", "kept", "converted"], help="as PREFILL_WEIGHTS"
+    )
     parser.add_argument("--tokens", type=int, default=12, help="tokens every pass decodes")
     parser.add_argument("--seconds", type=float, default=300.0, help="the flat run's session length")
     parser.add_argument("--flat-sessions", type=int, default=1)
@@ -188,7 +191,7 @@ def main() -> None:
         call = recorded_call(max(args.seconds, args.sweep_seconds) + 30.0, scratch)
         directory = make_asr_test_model(scratch / "asr", size=args.size, model_type="asr", seed=0)
         quantize = None if args.quantize == "none" else args.quantize
-        loaded = load_transcriber(directory, "cpu", args.dtype, quantize)
+        loaded = load_transcriber(directory, "cpu", args.dtype, quantize, prefill_weights=args.prefill_weights)
         transcriber = HeldOpen(loaded.model)
         for warm_up in (IncrementalPasses, RecomputedPasses):  # every kernel's first call, before any timing
             one_pass(warm_up(transcriber, "", "English"), call[: 10 * RATE], "", args.tokens)
@@ -211,7 +214,8 @@ def main() -> None:
             engine.stop()
     result = {
         "benchmark": "live_transcription_latency",
-        "workload": f"{args.size} random weights, {args.quantize}, {args.dtype} activations, {args.tokens} tokens a "
+        "workload": f"{args.size} random weights, {args.quantize}, {args.dtype} activations, prefill weights "
+        f"{args.prefill_weights}, {args.tokens} tokens a "
         "pass, 2 s chunks, sessions fed at real time in 100 ms pieces from an espeak-ng call (sentences and "
         "pauses), Silero VAD",
         "flat": {"sessions": args.flat_sessions, "windows": windows},

@@ -22,13 +22,13 @@ from asr_cases import (
     write_word_list,
 )
 from qwen3_tts_server.audio.decoding import decode_audio
-from qwen3_tts_server.errors import CheckpointError, InvalidInputError
+from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.model.asr.word_split import WordSplitter
 from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
-from qwen3_tts_server.model.quantization import PackedLinear
+from qwen3_tts_server.model.quantization import DynamicInt8Linear, Int8Linear, PackedLinear
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
 
 ORACLE = json.loads((ASR_FIXTURE_DIR / "oracle.json").read_text(encoding="utf-8"))
@@ -164,18 +164,41 @@ def test_timestamps_without_an_aligner_are_refused(transcriber, clips):
         model.transcribe([clips["short_16k.wav"]], timestamps=True)
 
 
-@pytest.mark.parametrize("mode", ["int8", "int4"])
+@pytest.mark.parametrize("mode", ["int8", "int4", "w8a8"])
 def test_quantised_weights_transcribe_and_say_so(checkpoint_dirs, clips, mode):
     checkpoint = load_asr_checkpoint(checkpoint_dirs["asr"], quantize=mode)
     assert (checkpoint.quantization, checkpoint.quantization_failure) == (mode, None)
     packed = [module for module in checkpoint.decoder.modules() if isinstance(module, PackedLinear)]
-    assert len(packed) == 4 * 2 and all(module.dense_from_rows for module in packed)  # qkv, o, gate_up, down
+    assert len(packed) == 4 * 2  # qkv, o, gate_up, down
     dense_dtype = torch.bfloat16 if cpu_multiplies_bfloat16() else None  # the prefill's product, by the CPU
-    assert all(module.dense_dtype == dense_dtype for module in packed)
-    assert isinstance(checkpoint.head, PackedLinear)  # the head in int8 on a CPU, whatever the mode
+    # w8a8 without bfloat16 instructions: fbgemm's integer product for every row (faster than float32's)
+    dense = dense_dtype is not None or mode != "w8a8"
+    assert all(bool(module.dense_from_rows) == dense and module.dense_dtype == dense_dtype for module in packed)
+    head_kind = DynamicInt8Linear if mode == "w8a8" else Int8Linear  # 8 bits on a CPU, whatever the mode
+    assert isinstance(checkpoint.head, head_kind)
     assert checkpoint.decoder.embed_tokens.weight.dtype == torch.float32  # the table the head was tied to
-    (result,) = Transcriber(checkpoint).transcribe([clips["ref_16k_mono.wav"]], max_new_tokens=8)
-    assert result.tokens == 8 and result.text
+    transcriber = Transcriber(checkpoint)
+    names = ["ref_16k_mono.wav", "phone_8k_mulaw.wav", "short_16k.wav"]
+    together = transcriber.transcribe([clips[name] for name in names], max_new_tokens=8)
+    assert all(result.tokens == 8 and result.text for result in together)
+    if mode == "w8a8":  # each row's activations quantised alone: side by side, every clip gets its own tokens
+        alone = [transcriber.transcribe([clips[name]], max_new_tokens=8)[0] for name in names]
+        assert [result.text for result in together] == [result.text for result in alone]
+
+
+def test_prefill_weights_kept_or_converted_give_the_same_transcript(checkpoint_dirs, clips):
+    """PREFILL_WEIGHTS: kept, the int8 layers hold their dense weights (none when converted; auto keeps them where
+    the CPU multiplies bfloat16); the prefill's product, and so the transcript, are the same either way."""
+    results = {}
+    for choice in ("kept", "converted", "auto"):
+        checkpoint = load_asr_checkpoint(checkpoint_dirs["asr"], quantize="int8", prefill_weights=choice)
+        layers = [module for module in checkpoint.decoder.modules() if isinstance(module, Int8Linear)]
+        kept = choice == "kept" or (choice == "auto" and cpu_multiplies_bfloat16())
+        assert all((layer.dense_weight is not None) == kept for layer in layers)
+        (results[choice],) = Transcriber(checkpoint).transcribe([clips["ref_16k_mono.wav"]], max_new_tokens=8)
+    assert results["kept"].text == results["converted"].text == results["auto"].text
+    with pytest.raises(ConfigurationError, match="unknown prefill_weights 'some'"):
+        load_asr_checkpoint(checkpoint_dirs["asr"], quantize="int8", prefill_weights="some")
 
 
 def test_audio_shorter_than_one_feature_frame_is_refused(transcriber):

@@ -554,8 +554,8 @@ def _add_speed_flags(p: argparse.ArgumentParser, compile_flag: bool = True) -> N
     p.add_argument(
         "--quantize",
         default="none",
-        choices=["none", "int8", "int4", "fp8"],
-        help="weight-only quantisation of the decoder layers (fp8: CUDA only); as QUANTIZE for serve",
+        choices=["none", "int8", "int4", "fp8", "w8a8"],
+        help="quantisation of the decoder layers (fp8: CUDA only; w8a8: CPU only); as QUANTIZE for serve",
     )
     if not compile_flag:
         return

@@ -104,7 +104,14 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         if kind == "asr":
             aligner_directory = aligner.directory if aligner else None
             load = partial(
-                load_transcriber, directory, device, dtype, settings.quantize, aligner_directory, settings.korean_words
+                load_transcriber,
+                directory,
+                device,
+                dtype,
+                settings.quantize,
+                aligner_directory,
+                settings.korean_words,
+                settings.prefill_weights,
             )
             recognizer = ModelManager(
                 load,

@@ -18,7 +18,8 @@ SAMPLE_RATE = 16000
 # The precisions the benchmarks compare: name -> (activation dtype, weight quantisation)
 VARIANTS = {"float32": ("float32", None), "bfloat16": ("bfloat16", None), "int8": ("float32", "int8"),
             "int4": ("float32", "int4"), "int8-bfloat16": ("bfloat16", "int8"),
-            "int4-bfloat16": ("bfloat16", "int4")}  # fmt: skip
+            "int4-bfloat16": ("bfloat16", "int4"), "w8a8": ("float32", "w8a8"),
+            "w8a8-bfloat16": ("bfloat16", "w8a8")}  # fmt: skip
 
 
 def bench_clips(count: int, seconds: float) -> list[np.ndarray]:

@@ -34,8 +34,17 @@ class ModelSettings(SettingsGroup):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU"
     )
-    quantize: Literal["none", "int8", "int4", "fp8"] = Field(
-        "none", description="weight-only quantisation of the decoder layers: int8 or int4; fp8 on CUDA only"
+    quantize: Literal["none", "int8", "int4", "fp8", "w8a8"] = Field(
+        "none",
+        description="quantisation of the decoder layers: weight-only int8 or int4; fp8 on CUDA only; w8a8 on a CPU "
+        "(int8 weights and int8 activations, each row quantised as it comes, fbgemm's integer products)",
+    )
+    prefill_weights: Literal["auto", "kept", "converted"] = Field(
+        "auto",
+        description="recognisers quantised on a CPU: their int8 layers keep a dequantised copy of the weights for "
+        "prompt prefills (kept: no conversion per prefill, 0.88 GB more for the 0.6B in bfloat16) or convert them "
+        "on each call; auto keeps the copy where the CPU multiplies bfloat16 and it takes at most a quarter of the "
+        "free memory",
     )
     preload_model: bool = Field(False, description="load every model at start instead of on its first request")
     preload_models: Annotated[list[str], NoDecode, COMMA_SEPARATED] = Field(

@@ -95,10 +95,11 @@ def load_transcriber(
     quantize: str | None,
     aligner: str | os.PathLike | None = None,
     korean_words: Path | None = None,
+    prefill_weights: str = "auto",
 ) -> Transcriber:
     """A transcriber, with the ForcedAligner checkpoint `aligner` for word timestamps if given."""
-    model = load_asr_checkpoint(directory, device, dtype, quantize)
-    timer = load_asr_checkpoint(aligner, device, dtype, quantize) if aligner is not None else None
+    model = load_asr_checkpoint(directory, device, dtype, quantize, prefill_weights)
+    timer = load_asr_checkpoint(aligner, device, dtype, quantize, prefill_weights) if aligner is not None else None
     return Transcriber(model, timer, WordSplitter(korean_words))
 
 

@@ -36,3 +36,9 @@ def cpu_multiplies_bfloat16() -> bool:
     2 to 3 times faster than float32 ones; without them bfloat16 is emulated, slower than float32."""
     probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")  # private to torch.cpu: absent is False
     return any(getattr(torch.cpu, probe, lambda: False)() for probe in probes)
+
+
+def cpu_has_vnni() -> bool:
+    """Whether this CPU has AVX-512 VNNI, whose int8 dot products add into 32 bits (fbgemm's AVX2 path adds pairs in
+    16 bits, which 8-bit activations can saturate)."""
+    return bool(getattr(torch.cpu, "_is_vnni_supported", lambda: False)())

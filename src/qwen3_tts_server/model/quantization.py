@@ -17,18 +17,22 @@ from __future__ import annotations
 
 import copy
 import logging
-from collections.abc import Callable
+import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 
 import torch
 from torch import nn
 
 from ..errors import ConfigurationError
+from .device import cpu_has_vnni
 from .layers import DecoderLayer
 
 log = logging.getLogger(__name__)
 
-QUANTIZATIONS = ("int8", "int4", "fp8")
+QUANTIZATIONS = ("int8", "int4", "fp8", "w8a8")
 CUDA_ONLY = ("fp8",)
+CPU_ONLY = ("w8a8",)
 INT4_GROUP_SIZES = (128, 64, 32)  # the largest that divides a layer's input width is used
 INT4_INNER_K_TILES = 2  # the packing's tile depth: (input width) must be a multiple of 16 * this
 
@@ -55,6 +59,11 @@ def parse_quantization(name: str | None, device: torch.device) -> str | None:
             f"quantization {mode} needs a CUDA GPU (float8 matrix products); on a CPU use int8 or int4",
             param="quantize",
         )
+    if mode in CPU_ONLY and device.type != "cpu":
+        raise ConfigurationError(
+            f"quantization {mode} runs on a CPU (fbgemm's integer kernels); on a GPU use int8, int4 or fp8",
+            param="quantize",
+        )
     return mode
 
 
@@ -72,6 +81,13 @@ class PackedLinear(nn.Module):
         # The dense product's dtype: None, the input's (float32 sgemm, on CPUs without bfloat16 instructions);
         # bfloat16 where the CPU multiplies it natively, 2 to 3 times faster than float32 and than the packed kernel.
         self.dense_dtype: torch.dtype | None = None
+        # Where set (`keep_dense_weights`), the dequantised W in `dense_dtype`, kept between calls: a prefill then
+        # pays no conversion, for the memory of a second copy of the weights (a buffer: memory budgets count it).
+        self.dense_weight: torch.Tensor | None
+        self.register_buffer("dense_weight", None, persistent=False)
+
+    # The dtype the kernel takes its rows in.
+    kernel_dtype = torch.bfloat16
 
     def multiply(self, rows: torch.Tensor) -> torch.Tensor:
         raise NotImplementedError
@@ -86,9 +102,14 @@ class PackedLinear(nn.Module):
             y = self.dense(x)
             if y is not None:
                 return y
-        y = self.multiply(rows.to(torch.bfloat16).contiguous())
+        y = self.multiply(rows.to(self.kernel_dtype).contiguous())
         y = y.to(x.dtype).view(*x.shape[:-1], self.out_features)
         return y if self.bias is None else y + self.bias
+
+
+def _channel_scales(weight: torch.Tensor) -> torch.Tensor:
+    """Symmetric int8 scales, one per output channel: its largest magnitude maps to 127."""
+    return weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
 
 
 class Int8Linear(PackedLinear):
@@ -97,22 +118,79 @@ class Int8Linear(PackedLinear):
     def __init__(self, linear: nn.Linear):
         super().__init__(linear)
         weight = linear.weight.detach().float()
-        scale = weight.abs().amax(dim=1).clamp(min=torch.finfo(torch.float32).tiny) / 127
+        scale = _channel_scales(weight)
         self.register_buffer("weight", torch.round(weight / scale[:, None]).clamp(-127, 127).to(torch.int8))
         self.register_buffer("scales", scale.to(torch.bfloat16))
 
     def multiply(self, rows: torch.Tensor) -> torch.Tensor:
         return torch.ops.aten._weight_int8pack_mm(rows, self.weight, self.scales)
 
-    def dense(self, x: torch.Tensor) -> torch.Tensor:
+    def dequantized(self, dtype: torch.dtype) -> torch.Tensor:
+        """W for the dense product of rows in `dtype`: in the dense dtype, the codes alone (exact in bfloat16, as in
+        the packed kernel, which also takes bfloat16 rows; the scales multiply the product's output); without one,
+        the codes times their scales in `dtype`."""
         if self.dense_dtype is None:
-            weight = self.weight.to(x.dtype) * self.scales.to(x.dtype)[:, None]
-            return nn.functional.linear(x, weight, self.bias)
-        # The int8 values are exact in bfloat16 (as in the packed kernel, which also takes bfloat16 rows); the
-        # scales multiply the product's output.
-        y = nn.functional.linear(x.to(self.dense_dtype), self.weight.to(self.dense_dtype))
-        y = y.to(x.dtype) * self.scales.to(x.dtype)
+            return self.weight.to(dtype) * self.scales.to(dtype)[:, None]
+        return self.weight.to(self.dense_dtype)
+
+    def keep_dense_weights(self, dtype: torch.dtype) -> None:
+        self.dense_weight = self.dequantized(dtype)
+
+    def dense(self, x: torch.Tensor) -> torch.Tensor:
+        weight = self.dense_weight if self.dense_weight is not None else self.dequantized(x.dtype)
+        if self.dense_dtype is None:
+            return nn.functional.linear(x, weight.to(x.dtype), self.bias)
+        y = nn.functional.linear(x.to(self.dense_dtype), weight).to(x.dtype) * self.scales.to(x.dtype)
         return y if self.bias is None else y + self.bias
+
+
+class DynamicInt8Linear(Int8Linear):
+    """W8A8: W as `Int8Linear` stores it, and each input row quantised to 8 bits when it comes, the product taken in
+    integer arithmetic by fbgemm's dynamic linear kernel (AVX-512 VNNI or AVX2 dot products) instead of PyTorch's
+    weight-only kernel, which converts every weight to bfloat16 on the way (bound by that arithmetic on CPUs
+    without bfloat16 instructions).
+
+    fbgemm quantises its whole input with one scale and zero point, so a row's codes would depend on the rows beside
+    it: load would change a transcript. Each row is therefore divided by its own largest magnitude, and the input
+    gains two columns holding +1 and -1 (the weights are zero there): every call's range is exactly [-1, 1], a row
+    quantises as it would alone, and its output is multiplied back by its magnitude. Without VNNI, fbgemm's AVX2
+    products add pairs in 16 bits: `reduce_range` keeps activations to 7 bits there so that no sum saturates."""
+
+    kernel_dtype = torch.float32
+
+    def __init__(self, linear: nn.Linear, reduce_range: bool):
+        super().__init__(linear)  # the codes stay as well, for the dense product of long prefills
+        self.in_features = linear.in_features
+        self.reduce_range = reduce_range
+        padded = nn.functional.pad(self.weight, (0, 2))  # zero weights for the two range columns
+        scale = _channel_scales(linear.weight.detach().float()).double()
+        zero_points = torch.zeros(len(scale), dtype=torch.long)
+        with warnings.catch_warnings():  # quantised tensors are deprecated for a later PyTorch than the one pinned
+            warnings.simplefilter("ignore", UserWarning)
+            quantized = torch._make_per_channel_quantized_tensor(padded, scale, zero_points, 0)
+        with quantized_engine("fbgemm"):
+            self.packed = torch.ops.quantized.linear_prepack(quantized, None)
+
+    def multiply(self, rows: torch.Tensor) -> torch.Tensor:
+        magnitude = rows.abs().amax(dim=1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
+        augmented = rows.new_empty(len(rows), self.in_features + 2)
+        augmented[:, : self.in_features] = rows / magnitude
+        augmented[:, self.in_features] = 1.0
+        augmented[:, self.in_features + 1] = -1.0
+        return torch.ops.quantized.linear_dynamic(augmented, self.packed, self.reduce_range) * magnitude
+
+
+@contextmanager
+def quantized_engine(name: str) -> Iterator[None]:
+    """PyTorch's quantised engine set to `name` for the block (it chooses the kernels a weight is packed for)."""
+    if name not in torch.backends.quantized.supported_engines:
+        raise RuntimeError(f"this PyTorch build lacks the {name} quantised engine")
+    before = torch.backends.quantized.engine
+    torch.backends.quantized.engine = name
+    try:
+        yield
+    finally:
+        torch.backends.quantized.engine = before
 
 
 class Int4Linear(PackedLinear):
@@ -206,7 +284,7 @@ def quantize_linears(
 # A quantised layer's output on a random input stays within this relative distance of the float layer's: several
 # times what each mode's rounding gives (int8 per channel ~0.5%, fp8 ~3%, int4 in groups ~10%), far below what a
 # wrong scale, zero point or layout gives (the size of the output itself).
-MAX_RELATIVE_ERROR = {"int8": 0.1, "fp8": 0.2, "int4": 0.4}
+MAX_RELATIVE_ERROR = {"int8": 0.1, "w8a8": 0.1, "fp8": 0.2, "int4": 0.4}
 PROBE_ROWS = (1, 17)  # one stream's step, and a batch that is no multiple of a kernel's tile
 
 
@@ -229,6 +307,8 @@ def _check_quantized(linear: nn.Linear, quantized: nn.Module, mode: str, dtype: 
 def _quantized(linear: nn.Linear, mode: str) -> nn.Module:
     if mode == "int8":
         return Int8Linear(linear)
+    if mode == "w8a8":
+        return DynamicInt8Linear(linear, reduce_range=not cpu_has_vnni())
     in_features = linear.in_features
     group = next((g for g in INT4_GROUP_SIZES if in_features % g == 0), None)
     if group is None or in_features % (16 * INT4_INNER_K_TILES):

@@ -19,12 +19,13 @@ from typing import Any
 import torch
 from torch import nn
 
-from ...errors import CheckpointError
+from ...errors import CheckpointError, ConfigurationError
 from ..checkpoint import checkpoint_fingerprint, load_weights, read_json, resolve_checkpoint, weight_files
 from ..cpu_linear import prepack_linears
 from ..device import cpu_multiplies_bfloat16, parse_device, parse_dtype
+from ..footprint import free_memory_bytes
 from ..layers import fuse_projections
-from ..quantization import PackedLinear, decoder_linears, parse_quantization, quantize_linears
+from ..quantization import Int8Linear, PackedLinear, decoder_linears, parse_quantization, quantize_linears
 from ..text_tokenizer import TextTokenizer
 from .decoder import AsrDecoder
 from .encoder import AudioEncoder, AudioEncoderConfig, sinusoid_positions
@@ -38,6 +39,10 @@ STOP_TOKENS = ("<|im_end|>", "<|endoftext|>")  # the official generate()'s end-o
 # rows on an AVX2 CPU; in bfloat16 where the CPU has its instructions, as fast at 16 rows, 1.4x at 32 and 1.9x at
 # 128 on an AVX512-BF16 one (the 0.6B decoder's whole prefill, dequantisation included: benchmarks/int8_prefill.py).
 DENSE_FROM_ROWS = {None: 32, torch.bfloat16: 16}
+PREFILL_WEIGHTS = ("auto", "kept", "converted")
+# `auto` keeps the dequantised copy where the dense product is bfloat16 and the copy takes at most this share of the
+# memory free after loading (0.88 GB for the 0.6B decoder).
+KEPT_SHARE_OF_FREE_MEMORY = 0.25
 
 
 @dataclass(frozen=True)
@@ -142,13 +147,38 @@ def _token(tokenizer: TextTokenizer, content: str, directory: Path) -> int:
     return token
 
 
+def _prepare_dense_prefill(decoder: nn.Module, quantization: str, dtype: torch.dtype, prefill_weights: str) -> None:
+    """Long prefills of the quantised layers through a dense product (`DENSE_FROM_ROWS`), in bfloat16 where the CPU
+    multiplies it; w8a8 without bfloat16 instructions keeps fbgemm's integer product for every row, faster than a
+    float32 one. The int8 layers keep their dense weights between calls if `prefill_weights` says so."""
+    if prefill_weights not in PREFILL_WEIGHTS:
+        raise ConfigurationError(
+            f"unknown prefill_weights {prefill_weights!r}; choose one of {', '.join(PREFILL_WEIGHTS)}",
+            param="prefill_weights",
+        )
+    dense_dtype = torch.bfloat16 if cpu_multiplies_bfloat16() else None
+    if quantization == "w8a8" and dense_dtype is None:
+        return
+    layers = [layer for layer in decoder.modules() if isinstance(layer, PackedLinear)]
+    for layer in layers:
+        layer.dense_from_rows, layer.dense_dtype = DENSE_FROM_ROWS[dense_dtype], dense_dtype
+    int8 = [layer for layer in layers if isinstance(layer, Int8Linear)]
+    size = (dense_dtype or dtype).itemsize * sum(layer.weight.numel() for layer in int8)
+    fits = size <= KEPT_SHARE_OF_FREE_MEMORY * free_memory_bytes(torch.device("cpu"))
+    if prefill_weights == "kept" or (prefill_weights == "auto" and dense_dtype is not None and fits):
+        for layer in int8:
+            layer.keep_dense_weights(dtype)
+
+
 def load_asr_checkpoint(
     name_or_path: str | os.PathLike,
     device: str | torch.device = "cpu",
     dtype: str | torch.dtype = "float32",
     quantize: str | None = None,
+    prefill_weights: str = "auto",
 ) -> AsrCheckpoint:
-    """A checkpoint directory or hub id loaded on `device` in `dtype`, its decoder quantised if asked."""
+    """A checkpoint directory or hub id loaded on `device` in `dtype`, its decoder quantised if asked; with
+    `prefill_weights` "kept" (or "auto", where it fits) its int8 layers keep dequantised weights for prefills."""
     device = parse_device(device)
     dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
     quantization = parse_quantization(quantize, device)
@@ -185,13 +215,11 @@ def load_asr_checkpoint(
     failure = None
     if quantization is not None:
         targets = [(owner, name, quantization) for owner, name in decoder_linears(thinker.model).values()]
-        if device.type == "cpu":
-            targets.append((thinker, "lm_head", "int8"))
+        if device.type == "cpu":  # 8 bits keep the logits close, in int4 too
+            targets.append((thinker, "lm_head", "w8a8" if quantization == "w8a8" else "int8"))
         failure = quantize_linears(targets, quantization, device, dtype)
-        dense_dtype = torch.bfloat16 if device.type == "cpu" and cpu_multiplies_bfloat16() else None
-        for layer in thinker.model.modules():
-            if isinstance(layer, PackedLinear):
-                layer.dense_from_rows, layer.dense_dtype = DENSE_FROM_ROWS[dense_dtype], dense_dtype
+        if device.type == "cpu" and failure is None:
+            _prepare_dense_prefill(thinker.model, quantization, dtype, prefill_weights)
     if cpu_float32:
         if quantization is None and not own_head:  # the head's own float32 copy, to be reordered
             thinker.lm_head = nn.Linear(table.embedding_dim, table.num_embeddings, bias=False, device="meta")
