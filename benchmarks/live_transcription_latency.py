@@ -58,8 +58,8 @@ SENTENCES = [
 class HeldOpen(Transcriber):
     """The transcriber with no stop token: every pass decodes its whole budget."""
 
-    def rows(self, slots: int) -> GreedyRows:
-        return GreedyRows(self.model.decoder, self.model.head, frozenset(), slots)
+    def rows(self, slots: int, graphs: bool | None = None) -> GreedyRows:
+        return GreedyRows(self.model.decoder, self.model.head, frozenset(), slots, graphs=graphs)
 
 
 def recorded_call(seconds: float, folder: Path) -> np.ndarray:

@@ -106,6 +106,21 @@ def test_a_bad_value_names_its_variable(clean_env, name, value):
         Settings.load()
 
 
+def test_quantize_auto_quantises_a_transcriber_on_a_cpu_alone(clean_env):
+    """QUANTIZE's default: none for speech models and aligners and on a GPU; w8a8 for a transcriber on a CPU, its
+    activations in bfloat16 where DTYPE is auto and the CPU multiplies bfloat16. Set values stay as set."""
+    settings = Settings.load()
+    assert settings.quantize == "auto" and settings.resolved_quantization() is None
+    assert settings.transcriber_precision("cpu", True) == ("bfloat16", "w8a8")
+    assert settings.transcriber_precision("cpu", False) == ("float32", "w8a8")
+    assert settings.transcriber_precision("cuda", True) == ("bfloat16", None)
+    assert Settings.load(dtype="float32").transcriber_precision("cpu", True) == ("float32", "w8a8")
+    chosen = Settings.load(quantize="int8")
+    assert chosen.resolved_quantization() == "int8"
+    assert chosen.transcriber_precision("cpu", True) == ("float32", "int8")
+    assert Settings.load(quantize="none").transcriber_precision("cpu", True) == ("float32", None)
+
+
 def test_config_command_masks_the_key_and_prints_every_setting(tmp_path):
     env = {"API_KEY": "sk-very-secret", "IDLE_TIMEOUT": "30", "GATEWAY_MODE": "true"}
     lines = run_cli("config", "--max-batch-size", "8", env=env, cwd=tmp_path)

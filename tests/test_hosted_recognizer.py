@@ -20,6 +20,7 @@ from qwen3_tts_server.errors import ConfigurationError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
 from qwen3_tts_server.model.checkpoint import weight_files
+from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
 from qwen3_tts_server.model.footprint import weight_bytes
 from qwen3_tts_server.model.tts.loading import prepare_loading
 from qwen3_tts_server.server import build_registry
@@ -123,7 +124,8 @@ def test_a_server_of_recognisers_alone_answers_as_the_earlier_asr_server_and_ref
     `model`, and Wyoming describes a recogniser and no speech program."""
     port = free_port()
     asr, aligner = str(both_families["asr"]), str(both_families["aligner"])
-    with live_process("serve", asr, "--model", aligner, "--wyoming-port", str(port), env=ENV) as live:
+    env = {**ENV, "QUANTIZE": "auto"}  # the default: w8a8 for a transcriber on a CPU
+    with live_process("serve", asr, "--model", aligner, "--wyoming-port", str(port), env=env) as live:
         http = live.client(timeout=300)
         before = http.get("/health").json()
         listed = [entry["id"] for entry in http.get("/v1/models").json()["data"]]
@@ -150,7 +152,9 @@ def test_a_server_of_recognisers_alone_answers_as_the_earlier_asr_server_and_ref
         "asr",
         "ready",
     )
-    assert after["model"]["dtype"] == "float32" and after["model"]["quantization"] == "none"
+    # QUANTIZE auto: w8a8, with bfloat16 activations where this CPU multiplies bfloat16
+    assert after["model"]["dtype"] == ("bfloat16" if cpu_multiplies_bfloat16() else "float32")
+    assert after["model"]["quantization"] == "w8a8"
     assert (before["cuda_graphs"], after["cuda_graphs"]) == (None, "off")  # the token step's graphs: CUDA only
     assert spoken.status_code == 404 and spoken.json()["error"]["param"] == "model"
     assert spoken.json()["error"]["message"].startswith("no speech model is hosted")

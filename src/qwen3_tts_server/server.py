@@ -51,7 +51,7 @@ def prepare_model(settings: Settings) -> PreparedModel:
 
     device = settings.resolved_device()
     dtype = settings.resolved_dtype(device)
-    parse_quantization(settings.quantize, parse_device(device))  # fp8 without CUDA fails here
+    parse_quantization(settings.resolved_quantization(), parse_device(device))  # fp8 without CUDA fails here
     compile_step = settings.resolved_compile()
     if compile_step:  # inductor's compiled code kept beside the voice library, so that a restart reuses it
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((settings.data_dir or default_data_dir()) / "compiled"))
@@ -67,7 +67,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     from .errors import ConfigurationError
     from .model.asr.loading import describe_asr_checkpoint, is_asr_config
     from .model.checkpoint import read_json, resolve_checkpoint
-    from .model.device import parse_device, parse_dtype
+    from .model.device import cpu_multiplies_bfloat16, parse_device, parse_dtype
     from .model.footprint import free_memory_bytes
     from .model.tts.loading import prepare_loading
     from .model.tts.tts_model import Qwen3TTSModel
@@ -103,15 +103,17 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         others_loaded = partial(lambda model_id: registry.others_loaded(model_id), model_id)
         if kind == "asr":
             aligner_directory = aligner.directory if aligner else None
+            asr_dtype, asr_quantize = settings.transcriber_precision(device, cpu_multiplies_bfloat16())
             load = partial(
                 load_transcriber,
                 directory,
                 device,
-                dtype,
-                settings.quantize,
+                asr_dtype,
+                asr_quantize,
                 aligner_directory,
                 settings.korean_words,
                 settings.prefill_weights,
+                (dtype, settings.resolved_quantization()),
             )
             recognizer = ModelManager(
                 load,
@@ -128,7 +130,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
                     source,
                     recognizer,
                     directory,
-                    parse_dtype(str(dtype)),
+                    parse_dtype(asr_dtype),
                     kind=kind,
                     aligner=aligner,
                 )
@@ -137,7 +139,12 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         resolve_checkpoint(directory)  # a speech checkpoint's files are all there
         manager = ModelManager(
             partial(
-                Qwen3TTSModel.load, source, device=device, dtype=dtype, quantize=settings.quantize, compile=compile_step
+                Qwen3TTSModel.load,
+                source,
+                device=device,
+                dtype=dtype,
+                quantize=settings.resolved_quantization(),
+                compile=compile_step,
             ),
             idle_timeout=settings.idle_timeout,
             describe=partial(prepare_loading, source),

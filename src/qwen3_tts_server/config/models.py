@@ -34,10 +34,12 @@ class ModelSettings(SettingsGroup):
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
         "auto", description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU"
     )
-    quantize: Literal["none", "int8", "int4", "fp8", "w8a8"] = Field(
-        "none",
+    quantize: Literal["auto", "none", "int8", "int4", "fp8", "w8a8"] = Field(
+        "auto",
         description="quantisation of the decoder layers: weight-only int8 or int4; fp8 on CUDA only; w8a8 on a CPU "
-        "(int8 weights and int8 activations, each row quantised as it comes, fbgemm's integer products)",
+        "(int8 weights and int8 activations, each row quantised as it comes, fbgemm's integer products); auto is "
+        "none, except for a Qwen3-ASR transcriber on a CPU: w8a8, the fastest there with float32's tokens (and, "
+        "with DTYPE auto, bfloat16 activations where the CPU has bfloat16 instructions)",
     )
     prefill_weights: Literal["auto", "kept", "converted"] = Field(
         "auto",
@@ -101,6 +103,19 @@ class ModelSettings(SettingsGroup):
         if self.dtype != "auto":
             return self.dtype
         return "float32" if device == "cpu" else "bfloat16"
+
+    def resolved_quantization(self) -> str | None:
+        """QUANTIZE for speech models and aligners: auto is none."""
+        return None if self.quantize in ("auto", "none") else self.quantize
+
+    def transcriber_precision(self, device: str, cpu_multiplies_bfloat16: bool) -> tuple[str, str | None]:
+        """The dtype and quantisation of a Qwen3-ASR transcriber: as set, or by QUANTIZE auto on a CPU w8a8, its
+        activations in bfloat16 where DTYPE is auto and the CPU multiplies bfloat16 (the fastest precision there
+        that kept float32's tokens: docs/guides/cpu.md)."""
+        if self.quantize != "auto" or device != "cpu":
+            return self.resolved_dtype(device), self.resolved_quantization()
+        dtype = "bfloat16" if self.dtype == "auto" and cpu_multiplies_bfloat16 else self.resolved_dtype(device)
+        return dtype, "w8a8"
 
 
 def model_id_of(source: str) -> str:

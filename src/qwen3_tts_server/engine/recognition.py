@@ -96,10 +96,15 @@ def load_transcriber(
     aligner: str | os.PathLike | None = None,
     korean_words: Path | None = None,
     prefill_weights: str = "auto",
+    aligner_precision: tuple[str | torch.dtype, str | None] | None = None,
 ) -> Transcriber:
-    """A transcriber, with the ForcedAligner checkpoint `aligner` for word timestamps if given."""
+    """A transcriber, with the ForcedAligner checkpoint `aligner` for word timestamps if given (in
+    `aligner_precision`, dtype and quantisation, or the transcriber's)."""
     model = load_asr_checkpoint(directory, device, dtype, quantize, prefill_weights)
-    timer = load_asr_checkpoint(aligner, device, dtype, quantize, prefill_weights) if aligner is not None else None
+    timer = None
+    if aligner is not None:
+        aligner_dtype, aligner_quantize = aligner_precision or (dtype, quantize)
+        timer = load_asr_checkpoint(aligner, device, aligner_dtype, aligner_quantize, prefill_weights)
     return Transcriber(model, timer, WordSplitter(korean_words))
 
 
