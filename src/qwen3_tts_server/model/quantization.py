@@ -171,6 +171,15 @@ class DynamicInt8Linear(Int8Linear):
         with quantized_engine("fbgemm"):
             self.packed = torch.ops.quantized.linear_prepack(quantized, None)
 
+    def release_codes(self) -> None:
+        """Drop the int8 codes (fbgemm keeps its own packed copy): for a layer whose long prefills do not convert
+        them, because it keeps its dense weights or multiplies every row through fbgemm."""
+        self.weight = None
+
+    def keep_dense_weights(self, dtype: torch.dtype) -> None:
+        super().keep_dense_weights(dtype)
+        self.release_codes()
+
     def multiply(self, rows: torch.Tensor) -> torch.Tensor:
         magnitude = rows.abs().amax(dim=1, keepdim=True).clamp(min=torch.finfo(torch.float32).tiny)
         augmented = rows.new_empty(len(rows), self.in_features + 2)
@@ -247,7 +256,11 @@ def quantize_talker(talker: nn.Module, mode: str) -> str | None:
     targets = [(owner, name, mode) for owner, name in decoder_linears(talker).values()]
     if talker.device.type != "cuda":
         targets += [(owner, name, "int8") for owner, name in head_linears(talker).values()]
-    return quantize_linears(targets, mode, talker.device, talker.dtype)
+    failure = quantize_linears(targets, mode, talker.device, talker.dtype)
+    for module in talker.modules():  # no dense products here: fbgemm's packed copy is all they use
+        if isinstance(module, DynamicInt8Linear):
+            module.release_codes()
+    return failure
 
 
 def quantize_linears(

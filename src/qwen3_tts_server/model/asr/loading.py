@@ -25,7 +25,14 @@ from ..cpu_linear import prepack_linears
 from ..device import cpu_multiplies_bfloat16, parse_device, parse_dtype
 from ..footprint import free_memory_bytes
 from ..layers import fuse_projections
-from ..quantization import Int8Linear, PackedLinear, decoder_linears, parse_quantization, quantize_linears
+from ..quantization import (
+    DynamicInt8Linear,
+    Int8Linear,
+    PackedLinear,
+    decoder_linears,
+    parse_quantization,
+    quantize_linears,
+)
 from ..text_tokenizer import TextTokenizer
 from .decoder import AsrDecoder
 from .encoder import AudioEncoder, AudioEncoderConfig, sinusoid_positions
@@ -157,9 +164,12 @@ def _prepare_dense_prefill(decoder: nn.Module, quantization: str, dtype: torch.d
             param="prefill_weights",
         )
     dense_dtype = torch.bfloat16 if cpu_multiplies_bfloat16() else None
-    if quantization == "w8a8" and dense_dtype is None:
-        return
     layers = [layer for layer in decoder.modules() if isinstance(layer, PackedLinear)]
+    if quantization == "w8a8" and dense_dtype is None:
+        for layer in layers:
+            assert isinstance(layer, DynamicInt8Linear)
+            layer.release_codes()
+        return
     for layer in layers:
         layer.dense_from_rows, layer.dense_dtype = DENSE_FROM_ROWS[dense_dtype], dense_dtype
     int8 = [layer for layer in layers if isinstance(layer, Int8Linear)]
@@ -220,6 +230,8 @@ def load_asr_checkpoint(
         failure = quantize_linears(targets, quantization, device, dtype)
         if device.type == "cpu" and failure is None:
             _prepare_dense_prefill(thinker.model, quantization, dtype, prefill_weights)
+            if isinstance(thinker.lm_head, DynamicInt8Linear):  # one row a step: never a dense product
+                thinker.lm_head.release_codes()
     if cpu_float32:
         if quantization is None and not own_head:  # the head's own float32 copy, to be reordered
             thinker.lm_head = nn.Linear(table.embedding_dim, table.num_embeddings, bias=False, device="meta")
