@@ -1,5 +1,5 @@
-"""Weight-only quantisation of decoder layers and output heads (`QUANTIZE`): the talker's and the code
-predictor's, and the speech recogniser's.
+"""Quantisation of decoder layers and output heads (`QUANTIZE`): the talker's and the code predictor's, and the
+speech recogniser's; weight-only int8, int4 and fp8, and on a CPU W8A8 (`DynamicInt8Linear`).
 
 A frame reads every decoder weight once in the talker and fifteen times in the code predictor, one row at a
 time: on a CPU a step is bound by reading weights, not by arithmetic. Stored in 8 or 4 bits they are read 4 or
