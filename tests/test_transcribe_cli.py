@@ -17,9 +17,9 @@ from asr_cases import ASR_CHECKPOINTS, ASR_FIXTURE_DIR, MAX_NEW_TOKENS, write_as
 from audio_files import encode_with_pyav
 from qwen3_tts_server.audio.decoding import decode_audio
 from qwen3_tts_server.errors import InvalidInputError
+from qwen3_tts_server.model.asr.aligner import TimedWord
 from qwen3_tts_server.model.asr.languages import SUPPORTED_LANGUAGES, language_code, resolve_language
 from qwen3_tts_server.model.asr.mel import model_wave
-from qwen3_tts_server.model.asr.transcriber import TimedWord
 from qwen3_tts_server.service.recognition.subtitles import (
     CueRules,
     estimated_words,

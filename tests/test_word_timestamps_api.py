@@ -13,8 +13,9 @@ import re
 import pytest
 import soundfile as sf
 
+from qwen3_tts_server.model.asr.aligner import TimedWord
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
-from qwen3_tts_server.model.asr.transcriber import TimedWord, Transcriber, heard_wave
+from qwen3_tts_server.model.asr.transcriber import Transcriber, heard_wave
 from qwen3_tts_server.testing.live_server import live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_transcription_api import ENV, sdk

@@ -26,8 +26,8 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from ...engine.registry import HostedModel
 from ...errors import InvalidInputError, TTSError, error_body, error_response_body, shown
+from ...model.asr.aligner import TimedWord
 from ...model.asr.languages import language_code
-from ...model.asr.transcriber import TimedWord
 from ...service.recognition.routing import route_recognizer
 from ...service.recognition.subtitles import CueRules, length_timed_words, subtitle_cues, to_srt, to_webvtt
 from ...service.recognition.transcription import (

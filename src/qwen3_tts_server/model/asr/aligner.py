@@ -1,13 +1,24 @@
 """The Qwen3-ForcedAligner's side (docs/asr_reference.md, section k): a transcript's words (`word_split.py`), the
 prompt of audio then words each followed by two timestamp slots, one causal pass whose head names an 80 ms step at
-every slot, and the steps repaired into a non-decreasing series as the official package repairs them."""
+every slot, and the steps repaired into a non-decreasing series as the official package repairs them.
+`ForcedAligner` is a loaded aligner checkpoint with its word splitter: it times the words of a transcript or of
+synthesised speech alike."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
 import torch
 from torch import nn
 
+from ...errors import InvalidInputError
+from ..quantization import quantization_state
 from .decoder import AsrDecoder
+from .loading import AsrCheckpoint
+from .mel import checkpoint_features
+from .word_split import WordSplitter
 
 SLOTS = "<timestamp><timestamp>"  # a word's start and end
 
@@ -89,3 +100,63 @@ def timed_words(words: list[str], steps: list[int], step_ms: float) -> list[tupl
     return [
         (word, round(times[2 * i] / 1000.0, 3), round(times[2 * i + 1] / 1000.0, 3)) for i, word in enumerate(words)
     ]
+
+
+@dataclass(frozen=True)
+class TimedWord:
+    text: str
+    start: float  # seconds from the clip's start
+    end: float
+
+
+class ForcedAligner:
+    """A ForcedAligner checkpoint and the splitter of its words."""
+
+    model_type = "forced_aligner"  # as /health reports a loaded model's type
+
+    def __init__(self, checkpoint: AsrCheckpoint, splitter: WordSplitter | None = None):
+        if checkpoint.kind != "forced_aligner" or checkpoint.tokens.timestamp is None:
+            raise InvalidInputError(f"{checkpoint.directory} is not a ForcedAligner checkpoint", param="aligner")
+        self.checkpoint = checkpoint
+        self.splitter = splitter or WordSplitter()
+
+    @property
+    def device(self) -> torch.device:
+        return self.checkpoint.device
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.checkpoint.dtype
+
+    @property
+    def quantization_state(self) -> str:
+        return quantization_state(self.checkpoint.quantization, self.checkpoint.quantization_failure)
+
+    @torch.inference_mode()
+    def align_many(self, parts: Sequence[tuple[np.ndarray, str, str, float]]) -> list[list[TimedWord]]:
+        """The words of each part (16 kHz wave, text, language heard, offset in seconds) with their times, the part
+        starting `offset` seconds into its clip: on CUDA their audio encoded and their prompts run together
+        (`AudioEncoder.encode_many`, `slot_steps`), on a CPU one at a time."""
+        if not parts:
+            return []
+        aligner = self.checkpoint
+        words = [self.splitter.words(text, language) for _, text, language, _ in parts]
+        audio = aligner.encoder.encode_many(
+            [checkpoint_features(wave, aligner.device, aligner.dtype) for wave, _, _, _ in parts]
+        )
+        ids = [
+            torch.tensor(aligner.tokenizer.encode(aligner_prompt(part, len(encoded))), device=aligner.device)
+            for part, encoded in zip(words, audio, strict=True)
+        ]
+        prompts = [
+            aligner.decoder.embed_prompt(part_ids, encoded, aligner.tokens.audio_pad)
+            for part_ids, encoded in zip(ids, audio, strict=True)
+        ]
+        steps = slot_steps(aligner.decoder, aligner.head, prompts, ids, aligner.tokens.timestamp)
+        return [
+            [
+                TimedWord(word, round(start + offset, 3), round(end + offset, 3))
+                for word, start, end in timed_words(part, part_steps, aligner.step_ms)
+            ]
+            for part, part_steps, (_, _, _, offset) in zip(words, steps, parts, strict=True)
+        ]

@@ -54,6 +54,13 @@ def log_mel(wave: torch.Tensor) -> torch.Tensor:
     return (torch.maximum(mels, mels.max() - FLOOR) + 4.0) / 4.0
 
 
+def checkpoint_features(wave: np.ndarray, device: torch.device, dtype: torch.dtype) -> torch.Tensor:
+    """[mel bins, frames] of a 16 kHz mono part on `device` in `dtype` (as the official processor's output is
+    cast to the model's)."""
+    wave_tensor = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)).to(device)
+    return log_mel(wave_tensor).to(dtype)
+
+
 def model_wave(samples: np.ndarray, rate: int) -> torch.Tensor:
     """What the model hears of decoded audio ([frames] or [frames, channels], float): the channels' mean, resampled
     to 16 kHz by soxr's high quality (then cut or zero-padded to ceil(frames * 16000 / rate), as the official

@@ -19,11 +19,11 @@ import torch
 from ...audio.decoding import decode_audio
 from ...errors import InvalidInputError
 from ..quantization import quantization_state
-from .aligner import aligner_prompt, slot_steps, timed_words
+from .aligner import ForcedAligner, TimedWord
 from .decoding import GreedyRows
 from .loading import AsrCheckpoint
 from .long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
-from .mel import N_FFT, SAMPLE_RATE, log_mel, model_wave
+from .mel import N_FFT, SAMPLE_RATE, checkpoint_features, model_wave
 from .transcript import joined_parts, parse_transcript
 from .word_split import WordSplitter
 
@@ -31,13 +31,6 @@ TOKENS_PER_SECOND = 16  # a part's default budget: far above speech's densest te
 MIN_BUDGET = 64
 DEFAULT_ROWS = 8
 MIN_SAMPLES = N_FFT // 2 + 1  # 12.6 ms: one feature frame
-
-
-@dataclass(frozen=True)
-class TimedWord:
-    text: str
-    start: float  # seconds from the clip's start
-    end: float
 
 
 @dataclass(frozen=True)
@@ -114,10 +107,9 @@ class Transcriber:
     ):
         if model.kind != "asr":
             raise InvalidInputError(f"{model.directory} is a {model.kind} checkpoint, not a transcriber", param="model")
-        if aligner is not None and aligner.kind != "forced_aligner":
-            raise InvalidInputError(f"{aligner.directory} is not a ForcedAligner checkpoint", param="aligner")
-        self.model, self.aligner = model, aligner
+        self.model = model
         self.splitter = splitter or WordSplitter()
+        self.aligner = ForcedAligner(aligner, self.splitter) if aligner is not None else None
 
     model_type = "asr"  # as /health reports a loaded model's type
 
@@ -140,10 +132,8 @@ class Transcriber:
 
     @staticmethod
     def features(checkpoint: AsrCheckpoint, wave: np.ndarray) -> torch.Tensor:
-        """[mel bins, frames] of a 16 kHz mono part, in the model's dtype (as the official processor's output is
-        cast)."""
-        wave_tensor = torch.from_numpy(np.ascontiguousarray(wave, dtype=np.float32)).to(checkpoint.device)
-        return log_mel(wave_tensor).to(checkpoint.dtype)
+        """[mel bins, frames] of a 16 kHz mono part, in the model's dtype (`mel.checkpoint_features`)."""
+        return checkpoint_features(wave, checkpoint.device, checkpoint.dtype)
 
     def prompt_ids(self, context: str, language: str | None, audio_tokens: int, prefix: str = "") -> torch.Tensor:
         """The prompt's ids, the assistant's answer begun with `prefix` (a live stream's text so far)."""
@@ -263,30 +253,8 @@ class Transcriber:
         starting `offset` seconds into it."""
         return self.align_many([(wave, text, language, offset)])[0]
 
-    @torch.inference_mode()
     def align_many(self, parts: Sequence[tuple[np.ndarray, str, str, float]]) -> list[list[TimedWord]]:
-        """`align` of several parts (wave, text, language, offset): on CUDA their audio encoded and their prompts run
-        together (`AudioEncoder.encode_many`, `aligner.slot_steps`), on a CPU one at a time."""
-        aligner = self.aligner
-        if aligner is None or aligner.tokens.timestamp is None:
+        """`align` of several parts (wave, text, language, offset), by the aligner (`ForcedAligner.align_many`)."""
+        if self.aligner is None:
             raise InvalidInputError("word timestamps need a ForcedAligner checkpoint", param="timestamp_granularities")
-        if not parts:
-            return []
-        words = [self.splitter.words(text, language) for _, text, language, _ in parts]
-        audio = aligner.encoder.encode_many([self.features(aligner, wave) for wave, _, _, _ in parts])
-        ids = [
-            torch.tensor(aligner.tokenizer.encode(aligner_prompt(part, len(encoded))), device=aligner.device)
-            for part, encoded in zip(words, audio, strict=True)
-        ]
-        prompts = [
-            aligner.decoder.embed_prompt(part_ids, encoded, aligner.tokens.audio_pad)
-            for part_ids, encoded in zip(ids, audio, strict=True)
-        ]
-        steps = slot_steps(aligner.decoder, aligner.head, prompts, ids, aligner.tokens.timestamp)
-        return [
-            [
-                TimedWord(word, round(start + offset, 3), round(end + offset, 3))
-                for word, start, end in timed_words(part, part_steps, aligner.step_ms)
-            ]
-            for part, part_steps, (_, _, _, offset) in zip(words, steps, parts, strict=True)
-        ]
+        return self.aligner.align_many(parts)

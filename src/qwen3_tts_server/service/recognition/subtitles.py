@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...model.asr.transcriber import TimedWord
+from ...model.asr.aligner import TimedWord
 from ...model.asr.word_split import is_kept
 from .transcription import Transcript
 

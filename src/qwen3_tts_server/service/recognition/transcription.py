@@ -25,10 +25,11 @@ from ...config import MAX_TRANSCRIPTION_BYTES, MAX_TRANSCRIPTION_SECONDS
 from ...engine.jobs import RequestClock
 from ...engine.recognition import DecodedToken, RecognitionEngine, TokenStream, TranscriptionJob
 from ...errors import InvalidInputError
+from ...model.asr.aligner import TimedWord
 from ...model.asr.languages import resolve_language
 from ...model.asr.long_audio import MAX_SECONDS, MAX_SECONDS_WITH_TIMESTAMPS, split_long_audio
 from ...model.asr.mel import SAMPLE_RATE
-from ...model.asr.transcriber import TimedWord, Transcriber, heard_wave
+from ...model.asr.transcriber import Transcriber, heard_wave
 from ...model.asr.transcript import ASR_TEXT, SettledCollapse, joined_parts, parse_transcript
 from ...model.text_tokenizer import TextTokenizer
 from .live_slots import LiveSessionSlots
