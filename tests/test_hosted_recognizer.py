@@ -108,9 +108,17 @@ def test_a_forced_aligner_is_loaded_with_the_transcriber_and_counted_in_its_foot
     assert recognizer.manager.get().aligner is not None and plain.aligner is None
 
 
-def test_a_forced_aligner_without_a_transcriber_or_a_second_one_is_refused(both_families):
-    with pytest.raises(ConfigurationError, match="ForcedAligner .*aligner but no Qwen3-ASR transcriber"):
-        registry_of(both_families["speech"], both_families["aligner"])
+def test_a_forced_aligner_times_speech_beside_speech_models_alone_and_a_second_one_is_refused(both_families):
+    """Beside a transcriber, speech is timed by the transcriber's aligner (one copy loaded); beside speech models
+    alone, the aligner is hosted by itself and loads when first asked; alone it has nothing to time."""
+    timed = registry_of(both_families["speech"], both_families["aligner"], both_families["asr"])
+    assert timed.speech_aligner is timed.recognizers[0].manager
+    speech_only = registry_of(both_families["speech"], both_families["aligner"])
+    assert not speech_only.recognizers and speech_only.speech_aligner.loaded is None
+    assert speech_only.speech_aligner.get().checkpoint.kind == "forced_aligner"
+    assert registry_of(both_families["speech"]).speech_aligner is None
+    with pytest.raises(ConfigurationError, match="ForcedAligner .*aligner alone"):
+        registry_of(both_families["aligner"])
     copy = both_families["aligner"].parent / "aligner-copy"
     if not copy.exists():
         shutil.copytree(both_families["aligner"], copy)

@@ -98,7 +98,7 @@ def test_every_key_is_compared_even_after_a_match(monkeypatch):
 
     monkeypatch.setattr(http_contract.hmac, "compare_digest", counting)
     keys = ["first", "second", "third"]
-    assert key_accepted(keys, "Bearer first")
+    assert key_accepted(keys, "Bearer first", None)
     assert compared == [b"first", b"first", b"second", b"second", b"third", b"third"]  # the header and the query
 
 

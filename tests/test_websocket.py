@@ -218,6 +218,7 @@ def test_bad_messages_get_error_events_and_the_connection_survives(server):
         (json.dumps({"type": "session.update", "response_format": "mp3"}), "response_format", "invalid_request"),
         (json.dumps({"type": "session.update", "sample_rate": 4000}), "sample_rate", "invalid_value"),  # schema range
         (json.dumps({"type": "session.update", "volume": 2}), "volume", "invalid_request"),
+        (json.dumps({"type": "session.update", "timestamps": True}), "timestamps", "invalid_request"),  # no aligner
         (json.dumps({"type": "input_text.append", "text": "x" * 5000}), "text", "invalid_request"),
         (json.dumps({"type": "input_text.commit"}), "text", "invalid_request"),
     ]
@@ -260,17 +261,19 @@ def test_api_key_from_the_header_or_the_query(checkpoint_dirs):
             await refused(url),
             await refused(url, {"Authorization": "Bearer wrong"}),
             await refused(ws_url(base, "?api_key=wrong")),
+            await refused(url, {"xi-api-key": "wrong"}),
         ]
         kinds = [
             await accepted(url, {"Authorization": "Bearer secret"}),
             await accepted(ws_url(base, "?api_key=secret")),
+            await accepted(url, {"xi-api-key": "secret"}),  # ElevenLabs' clients' header
         ]
         return codes, kinds
 
     with live_server(checkpoint_dirs["custom_voice"], "--api-key", "secret") as base:
         codes, kinds = asyncio.run(scenario(base))
-    assert codes == [1008, 1008, 1008]
-    assert kinds == ["session.updated", "session.updated"]
+    assert codes == [1008, 1008, 1008, 1008]
+    assert kinds == ["session.updated", "session.updated", "session.updated"]
 
 
 def test_the_earlier_servers_messages_are_answered_in_its_form(server):
@@ -302,3 +305,31 @@ def test_the_earlier_servers_messages_are_answered_in_its_form(server):
         assert leftover == b"" and error["event"] == "error" and set(error) == {"event", "detail"}
     assert "unknown voice 'nobody'" in refused[1]["detail"] and "temperature" in invalid[1]["detail"]
     assert typed[-1]["type"] == "done" and len(segments(typed)) == 1
+
+
+def test_without_a_forced_aligner_timestamps_are_refused_and_elevenlabs_audio_still_plays(server):
+    """No ForcedAligner hosted: a request that asks for timestamps gets a 400 naming the setting; ElevenLabs'
+    clients, which cannot ask, get their audio with no alignment and their `isFinal`."""
+    body = {"input": "Hello there.", "voice": "ryan", "stream_format": "sse", "timestamps": True}
+    with httpx.Client(base_url=server, timeout=TIMEOUT) as http:
+        sse = http.post("/v1/audio/speech", json=body)
+        captioned = http.post("/dev/captioned_speech", json={"input": "Hello there.", "voice": "ryan"})
+    for answer in (sse, captioned):
+        assert answer.status_code == 400 and answer.json()["error"]["param"] == "timestamps"
+        assert "ForcedAligner" in answer.json()["error"]["message"] and "MODELS" in answer.json()["error"]["message"]
+
+    async def scenario():
+        url = server.replace("http://", "ws://") + "/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_24000"
+        async with connect(url) as ws:
+            await ws.send(json.dumps({"text": " ", "context_id": "c"}))
+            await ws.send(json.dumps({"text": "Hello there.", "context_id": "c", "flush": True}))
+            await ws.send(json.dumps({"context_id": "c", "close_context": True}))
+            messages = []
+            while not (messages and messages[-1].get("isFinal")):
+                messages.append(json.loads(await asyncio.wait_for(ws.recv(), TIMEOUT)))
+            return messages
+
+    messages = asyncio.run(scenario())
+    assert messages[-1] == {"isFinal": True, "contextId": "c"}
+    audio = messages[:-1]
+    assert audio and all(m["audio"] and m["alignment"] is None and m["contextId"] == "c" for m in audio)

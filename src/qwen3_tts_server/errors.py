@@ -251,6 +251,12 @@ class TranscriptionFailedError(TTSError):
     flat_code = "TRANSCRIPTION_FAILED"
 
 
+class AlignmentFailedError(TTSError):
+    """The aligner failed on a spoken segment for a reason of its own (logged; never told in its own words)."""
+
+    code = "alignment_failed"
+
+
 class EngineStoppedError(TTSError):
     """The engine was shut down before the request finished."""
 

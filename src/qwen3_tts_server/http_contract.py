@@ -43,7 +43,7 @@ def is_open_path(path: str) -> bool:
 
 # CORS (CORS_ORIGINS): what a browser page on an allowed origin may send, and which response headers it may read.
 CORS_METHODS = ("GET", "POST", "DELETE", "OPTIONS")
-CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Request-Id")
+CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Request-Id", "xi-api-key")
 CORS_EXPOSED_HEADERS = (
     "X-Request-Id",
     "Retry-After",
@@ -66,16 +66,17 @@ CORS_EXPOSED_HEADERS = (
 CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
 
-def key_accepted(accepted_keys: Sequence[str], authorization: str | None, query_key: str | None = None) -> bool:
-    """True when no key is configured, or the `Authorization: Bearer` header or `query_key` (`?api_key=`, for
-    browsers, which cannot set WebSocket headers) carries one of `accepted_keys`. Each key is compared in constant
-    time, and every one of them, so the time taken does not tell which key matched."""
+def key_accepted(accepted_keys: Sequence[str], authorization: str | None, *other_keys: str | None) -> bool:
+    """True when no key is configured, or the `Authorization: Bearer` header or one of `other_keys` (ElevenLabs'
+    `xi-api-key` header; `?api_key=`, for browsers, which cannot set WebSocket headers) carries one of
+    `accepted_keys`. Each key is compared in constant time, and every one of them, so the time taken does not tell
+    which key matched."""
     if isinstance(accepted_keys, str):  # a lone key would be taken as its characters, each one a key
         raise TypeError("accepted_keys is a list of keys, not one key")
     keys = [key.encode() for key in accepted_keys if key]
     if not keys:
         return True
-    given = ((authorization or "").removeprefix("Bearer ").encode(), (query_key or "").encode())
+    given = [(authorization or "").removeprefix("Bearer ").encode(), *((key or "").encode() for key in other_keys)]
     matched = False
     for key in keys:
         for candidate in given:

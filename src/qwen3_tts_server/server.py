@@ -62,7 +62,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     """A ModelManager for each checkpoint of MODELS (or MODEL_ID), each with the id of its hub id or directory
     name; two entries naming one checkpoint host it once."""
     from .engine.model_manager import ModelManager
-    from .engine.recognition import load_transcriber, warm_up_transcriber
+    from .engine.recognition import load_forced_aligner, load_transcriber, warm_up_transcriber
     from .engine.registry import HostedAligner, HostedModel, ModelRegistry
     from .errors import ConfigurationError
     from .model.asr.loading import describe_asr_checkpoint, is_asr_config
@@ -152,16 +152,32 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             others_loaded=others_loaded,
         )
         hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
-    if aligners and not recognizers:
+    if aligner is not None and not hosted and not recognizers:
         raise ConfigurationError(
-            f"MODELS names the ForcedAligner {aligners[0][0]} but no Qwen3-ASR transcriber: the aligner times the "
-            "words of transcripts, so host one beside it (Qwen/Qwen3-ASR-0.6B)"
+            f"MODELS names the ForcedAligner {aligners[0][0]} alone: it times the words of speech or of transcripts, "
+            "so host a speech model (Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice) or a transcriber (Qwen/Qwen3-ASR-0.6B) "
+            "beside it"
         )
+    speech_aligner = None  # a transcriber's loads the aligner with it; alone, the aligner loads when first asked
+    if aligner is not None:
+        speech_aligner = recognizers[0].manager if recognizers else ModelManager(
+            partial(load_forced_aligner, aligner.directory, device, dtype, settings.resolved_quantization(),
+                    settings.korean_words),
+            warmup=None,
+            describe=partial(describe_asr_checkpoint, aligner.directory),
+            config_of=lambda timer: timer.checkpoint.description,
+        )  # fmt: skip
     budget = settings.memory_budget_bytes()
     if settings.model_memory_budget == "auto":
         free = free_memory_bytes(parse_device(device))
         budget = free - free // 10
-    registry = ModelRegistry(hosted, budget, wait_seconds=settings.request_timeout or 60.0, recognizers=recognizers)
+    registry = ModelRegistry(
+        hosted,
+        budget,
+        wait_seconds=settings.request_timeout or 60.0,
+        recognizers=recognizers,
+        speech_aligner=speech_aligner,
+    )
     return registry
 
 

@@ -29,6 +29,7 @@ from ..http_contract import (
 from ..service.metrics import CacheCounts, Metrics
 from ..service.recognition.transcription import RecognitionService
 from ..service.recognition.translation import Translator
+from ..service.speech.alignment import SpeechAligner
 from ..service.speech.audio_cache import build_audio_cache
 from ..service.speech.cloning import VoiceCloner
 from ..service.speech.synthesis import SpeechService
@@ -44,7 +45,7 @@ from .observability import InFlight, RequestObserver
 from .recognition import live as live_transcription
 from .recognition import realtime as realtime_transcription
 from .recognition import transcriptions, translations
-from .speech import realtime, voices
+from .speech import elevenlabs, realtime, voices
 from .speech import routes as speech
 
 
@@ -89,6 +90,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
         settings.audio_cache_sampled,
         settings.stream_type,
         settings.token_chunks(),
+        SpeechAligner(registry.speech_aligner) if registry.speech_aligner is not None else None,
     )
     caches = {"voice": lambda: CacheCounts(prompt_cache.hits, prompt_cache.misses, prompt_cache.evictions)}
     if audio_cache is not None:
@@ -164,7 +166,8 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
         @app.middleware("http")
         async def require_key(request: Request, call_next):
             authorization = request.headers.get("authorization")
-            if not is_open_path(request.url.path) and not key_accepted(accepted_keys, authorization):
+            eleven = request.headers.get("xi-api-key")  # ElevenLabs' clients' header
+            if not is_open_path(request.url.path) and not key_accepted(accepted_keys, authorization, eleven):
                 return envelope(401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
             return await call_next(request)
 
@@ -189,6 +192,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(discovery.router)
     app.include_router(operations.router)
     app.include_router(realtime.router)
+    app.include_router(elevenlabs.router)
     app.include_router(live_transcription.router)
     app.include_router(realtime_transcription.router)
     app.include_router(playground.router)

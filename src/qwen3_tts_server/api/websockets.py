@@ -8,8 +8,12 @@ from ..http_contract import key_accepted
 
 
 def authorized(websocket: WebSocket, keys: list[str]) -> bool:
-    """A key as a bearer header, or as `?api_key=` for browsers, which cannot set WebSocket headers."""
-    return key_accepted(keys, websocket.headers.get("authorization"), websocket.query_params.get("api_key"))
+    """A key as a bearer header, as ElevenLabs' `xi-api-key` header, or as `?api_key=` for browsers, which cannot set
+    WebSocket headers."""
+    headers = websocket.headers
+    return key_accepted(
+        keys, headers.get("authorization"), headers.get("xi-api-key"), websocket.query_params.get("api_key")
+    )
 
 
 async def accepted(websocket: WebSocket, keys: list[str]) -> bool:

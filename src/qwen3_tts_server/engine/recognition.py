@@ -22,6 +22,7 @@ import numpy as np
 import torch
 
 from ..errors import TranscriptionFailedError, TranscriptionTimeoutError, TTSError
+from ..model.asr.aligner import ForcedAligner
 from ..model.asr.decoding import CachedPrompt, Emitted, GreedyRows
 from ..model.asr.loading import load_asr_checkpoint
 from ..model.asr.mel import SAMPLE_RATE
@@ -106,6 +107,13 @@ def load_transcriber(
         aligner_dtype, aligner_quantize = aligner_precision or (dtype, quantize)
         timer = load_asr_checkpoint(aligner, device, aligner_dtype, aligner_quantize, prefill_weights)
     return Transcriber(model, timer, WordSplitter(korean_words))
+
+
+def load_forced_aligner(
+    directory: str | os.PathLike, device: str, dtype: str | torch.dtype, quantize: str | None, korean_words: Path | None
+) -> ForcedAligner:
+    """A ForcedAligner hosted without a transcriber: it times the words of synthesised speech."""
+    return ForcedAligner(load_asr_checkpoint(directory, device, dtype, quantize), WordSplitter(korean_words))
 
 
 def warm_up_transcriber(transcriber: Transcriber) -> None:

@@ -129,11 +129,15 @@ class ModelRegistry:
         budget: int | None = None,
         wait_seconds: float = 60.0,
         recognizers: list[HostedModel] | None = None,
+        speech_aligner: ModelManager | None = None,
     ):
         if not hosted and not recognizers:
             raise ConfigurationError("no model to host: MODELS is empty")
         self.hosted = hosted
         self.recognizers = recognizers or []
+        # What times the words of synthesised speech: a transcriber's manager (its aligner loaded with it) or a
+        # ForcedAligner's own, loaded on the first request for timestamps; None: no ForcedAligner is hosted.
+        self.speech_aligner = speech_aligner
         self.budget = budget  # bytes every loaded model may take together; None: no limit
         self.wait_seconds = wait_seconds  # how long a load waits for room before failing
         self._lock = threading.Lock()  # one budget decision at a time

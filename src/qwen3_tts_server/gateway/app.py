@@ -196,7 +196,8 @@ class GatewayApp:
         reply = self.cors.answering(scope, send)  # the worker's own middleware adds them to what it answers
         try:
             authorization = _header(scope, b"authorization")
-            if not is_open_path(scope["path"]) and not key_accepted(self.settings.accepted_keys, authorization):
+            eleven = _header(scope, b"xi-api-key")
+            if not is_open_path(scope["path"]) and not key_accepted(self.settings.accepted_keys, authorization, eleven):
                 outcome.status = 401
                 await send_error(reply, 401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
                 return
@@ -220,7 +221,8 @@ class GatewayApp:
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         authorization, query_key = _header(scope, b"authorization"), query.get("api_key", [None])[0]
-        if not key_accepted(self.settings.accepted_keys, authorization, query_key):
+        eleven = _header(scope, b"xi-api-key")
+        if not key_accepted(self.settings.accepted_keys, authorization, eleven, query_key):
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION, "reason": "missing or wrong API key"})
             self._log("WEBSOCKET", scope, Outcome(WS_POLICY_VIOLATION), started)

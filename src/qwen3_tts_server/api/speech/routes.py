@@ -13,7 +13,8 @@ from fastapi import APIRouter, Form, Request
 from fastapi.responses import Response, StreamingResponse
 
 from ...audio.encoding import FORMATS
-from ...errors import TTSError, error_body
+from ...errors import InvalidInputError, TTSError, error_body
+from ...service.speech.alignment import TimedSegment
 from ...service.speech.stream import SpeechOutput
 from ...service.speech.synthesis import SpeechService
 from ..context import RequestContext
@@ -21,7 +22,7 @@ from ..dependencies import ContextDep
 from ..schemas import answers
 from ..uploads import read_upload
 from .dependencies import SpeechServiceDep
-from .schemas import CloneSpeechForm, SpeechOptions, SpeechRequest
+from .schemas import CaptionedSpeechRequest, CloneSpeechForm, SpeechOptions, SpeechRequest
 
 router = APIRouter()
 
@@ -39,9 +40,19 @@ CLIENT_CLOSED_REQUEST = 499  # the status logged for a whole-file request whose 
 
 async def speak(service: SpeechService, context: RequestContext, body: SpeechRequest) -> SpeechOutput:
     """The body's audio, its particulars handed to the request log and the metrics (api/observability.py)."""
+    check_timestamps(body)
     speech = await service.speak(body.synthesis())
     context.record_speech(speech, body.voice_name or "default", body.format_name, len(body.input))
     return speech
+
+
+def check_timestamps(body: SpeechOptions) -> None:
+    """Word timestamps travel as events: beside plain audio there is nowhere to put them."""
+    if body.timestamps and body.stream_format != "sse":
+        raise InvalidInputError(
+            "timestamps come as speech.words events: ask for stream_format sse (or POST /dev/captioned_speech)",
+            param="timestamps",
+        )
 
 
 async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -> Response:
@@ -103,6 +114,7 @@ async def clone_speech(
     form: Annotated[CloneSpeechForm, Form()], request: Request, service: SpeechServiceDep, context: ContextDep
 ):
     """Speech in a voice cloned from the uploaded reference; the clone prompt is cached by content hash."""
+    check_timestamps(form)
     upload, field = form.recording()
     audio = await read_upload(upload, field)
     speech = await service.clone_and_speak(form.synthesis(), audio, form.ref_text, form.mode, field)
@@ -152,3 +164,38 @@ async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, cont
         "X-PCM-Channels": "1",
     }
     return StreamingResponse(await _started(speech), media_type="audio/pcm", headers=headers)
+
+
+@router.post(
+    "/dev/captioned_speech",
+    response_class=Response,
+    responses=answers("base64 audio with its words' times; streamed, a JSON line per piece", "application/json"),
+)
+async def captioned_speech(body: CaptionedSpeechRequest, service: SpeechServiceDep, context: ContextDep):
+    """Kokoro-FastAPI's captioned speech: `{"audio", "audio_format", "timestamps": [{"word", "start_time",
+    "end_time"}]}`, times in seconds from the start of the request's audio. Streamed, each line holds a piece of
+    one encoded file (join the pieces in order) and the words timed by then; the words of the last segment follow
+    the audio on a line of their own."""
+    speech = await service.speak(body.synthesis())
+    context.record_speech(speech, body.voice_name or "default", body.format_name, len(body.input))
+    headers = speech.text_headers(body.include_text)
+
+    def line(audio: bytes, timed: list[TimedSegment]) -> dict:
+        words = [word for segment in timed for word in segment.fields()["words"]]
+        stamps = [{"word": w["word"], "start_time": w["start"], "end_time": w["end"]} for w in words]
+        return {"audio": base64.b64encode(audio).decode(), "audio_format": speech.media_type, "timestamps": stamps}
+
+    if not body.stream:
+        pieces = [piece async for piece in speech.with_times()]
+        audio = speech.as_file(b"".join(data for data, _ in pieces))
+        whole = line(audio, [segment for _, timed in pieces for segment in timed])
+        return Response(json.dumps(whole), media_type="application/json", headers=headers)
+
+    async def lines() -> AsyncIterator[bytes]:
+        try:
+            async for data, timed in speech.with_times():
+                yield json.dumps(line(data, timed)).encode() + b"\n"
+        except TTSError as exc:  # the headers are sent: the error becomes a line
+            yield json.dumps({"error": error_body(exc)}).encode() + b"\n"
+
+    return StreamingResponse(lines(), media_type="application/json", headers={**STREAM_HEADERS, **headers})

@@ -4,6 +4,7 @@ clients send extensions through `extra_body`)."""
 from __future__ import annotations
 
 import logging
+from dataclasses import replace
 from typing import Literal
 
 from fastapi import UploadFile
@@ -66,6 +67,11 @@ class SpeechOptions(BaseModel):
     sample_rate: int | None = Field(default=None, ge=8000, le=48000, description="output rate (default: format's)")
     normalize: bool | None = None  # numbers, dates, symbols... in words; None: the server's TEXT_NORMALIZE
     include_text: bool = False  # report the spoken (normalised) text: X-Spoken-Text, or a speech.text SSE event
+    timestamps: bool = Field(
+        default=False,
+        description="with stream_format sse: a speech.words event per segment, its words timed by the hosted "
+        "ForcedAligner",
+    )
 
     @field_validator("input", mode="before")
     @classmethod
@@ -120,6 +126,7 @@ class SpeechOptions(BaseModel):
             normalize=self.normalize,
             interactive=bool(self.stream) or self.stream_format == "sse",
             stream_mode=self.stream_mode,
+            timestamps=self.timestamps,
         )
 
 
@@ -149,6 +156,20 @@ class SpeechRequest(SpeechOptions):
 
     def synthesis(self) -> SynthesisRequest:
         return self.to_synthesis(self.voice_name)
+
+
+class CaptionedSpeechRequest(SpeechRequest):
+    """Kokoro-FastAPI's captioned speech: audio with its words' times, as JSON (one object, or with `stream` a JSON
+    line per piece of audio). mp3 and streamed by default, as Kokoro's are."""
+
+    stream: bool | None = True
+    return_timestamps: bool = True
+
+    def default_format(self) -> ResponseFormat:
+        return "mp3"
+
+    def synthesis(self) -> SynthesisRequest:
+        return replace(super().synthesis(), timestamps=self.return_timestamps)
 
 
 class CloneSpeechForm(SpeechOptions):

@@ -18,13 +18,14 @@ import json
 import logging
 from collections import deque
 from collections.abc import Callable
-from contextlib import aclosing
+from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...errors import InvalidInputError, PendingTextLimitError, TTSError, error_body
 from ...protocols import Message, WireProtocol
 from ...text.segment import IncrementalSegmenter, speakable
+from .alignment import SegmentTiming, TimedSegment
 from .requests import SynthesisRequest
 from .stream import SpeechOutput, usage
 from .synthesis import SpeechService
@@ -47,6 +48,7 @@ CONFIG_FIELDS = frozenset(
         "repetition_penalty",
         "seed",
         "normalize",
+        "timestamps",
     }
 )
 DEFAULT_CONFIG = {"voice": "alloy", "response_format": "pcm"}
@@ -90,6 +92,10 @@ SPEECH_SOCKET = WireProtocol(
         Message("segment.start", "server", "`utterance`, `segment`, `text`, `spoken_text`, `language`",
                 "a segment's audio follows, in binary frames"),
         Message("segment.end", "server", "`utterance`, `segment`, `frames`", "the segment's audio is complete"),
+        Message("segment.words", "server", "`utterance`, `segment`, `text`, `start`, `end`, `words` (each `word`, "
+                "`start`, `end`: seconds from the utterance's first audio), `error` if they could not be timed",
+                "with `timestamps` on: the segment's words, once the aligner has timed them (after its audio, "
+                "possibly after later segments' audio or `done`)"),
         Message("done", "server", "`utterance`, `segments`, `usage`", "the utterance is spoken whole"),
         Message("cancelled", "server", "`utterance`", "the latest utterance a cancel covers (null before the first)"),
         Message("error", "server", "`error` (OpenAI's error object)", "a message refused; the session goes on"),
@@ -104,6 +110,7 @@ class Utterance:
     clauses: int = 0  # handed to the engine, including those it refused
     segments: list[Segment] = field(default_factory=list)
     legacy: bool = False  # the earlier server's form: audio, then {"event": "done"}, nothing else
+    timing: SegmentTiming | None = None  # with `timestamps`: its segments' words, offsets across its clauses
 
     def done_event(self) -> dict:
         if self.legacy:
@@ -141,6 +148,7 @@ def session_view(request: SynthesisRequest, sample_rate: int) -> dict[str, Any]:
         "speed": request.speed,
         **dataclasses.asdict(request.sampling),
         "normalize": request.normalize,
+        "timestamps": request.timestamps,
     }
 
 
@@ -177,7 +185,14 @@ class RealtimeSession:
     `max_pending_text` characters wait to be spoken (in the segmenter and in segments not yet played): text past
     that is refused, and taken again once speech has caught up."""
 
-    def __init__(self, speech: SpeechService, channel: Channel, parse: RequestParser, max_pending_text: int):
+    def __init__(
+        self,
+        speech: SpeechService,
+        channel: Channel,
+        parse: RequestParser,
+        max_pending_text: int,
+        words_before_done: bool = False,
+    ):
         self.speech = speech
         self.channel = channel
         self.parse = parse
@@ -192,6 +207,9 @@ class RealtimeSession:
         self.running = 0  # segments whose jobs have started and that have not finished playing
         self.send_lock = asyncio.Lock()  # the reader's events and the sender's audio share the socket
         self.sender: asyncio.Task | None = None
+        self.word_senders: set[asyncio.Task] = set()  # each sends a played segment's words once timed, in order
+        self.last_words: asyncio.Task | None = None  # the latest of them: the next one waits for it
+        self.words_before_done = words_before_done  # an utterance's `done` waits for its segments' words
 
     async def __aenter__(self) -> RealtimeSession:
         self.sender = asyncio.create_task(self._play_queue())
@@ -241,6 +259,8 @@ class RealtimeSession:
     async def _check(self, config: dict[str, Any], text: str) -> tuple[SynthesisRequest, int]:
         """A config checked as the HTTP API would check it, with a raw format; the request and its output rate."""
         request = self.parse(config, text)
+        if request.timestamps:
+            await self.speech.timing()  # no ForcedAligner hosted: refused with the config
         if request.response_format not in RAW_FORMATS:
             raise InvalidInputError(
                 f"response_format must be one of {', '.join(RAW_FORMATS)} on the WebSocket", param="response_format"
@@ -266,6 +286,12 @@ class RealtimeSession:
         for clause in self.splitter.feed(text):
             if speakable(clause):  # an emoji or a mark alone between clauses has nothing to say
                 await self._submit(self.utterance, clause)
+
+    async def flush(self) -> None:
+        """Speak the open utterance's text so far, though its clause is not finished; the utterance stays open."""
+        rest = self.splitter.flush()
+        if self.utterance is not None and speakable(rest):
+            await self._submit(self.utterance, rest)
 
     async def commit(self) -> None:
         """End the open utterance: its last clause is spoken, then its `done` event is sent. Queuing that end is
@@ -320,7 +346,10 @@ class RealtimeSession:
         once."""
         utterance.clauses += 1
         try:
-            speech = await self.speech.speak(self.parse(utterance.config, text), start=False)
+            request = self.parse(utterance.config, text)
+            if request.timestamps and utterance.timing is None:
+                utterance.timing = await self.speech.timing(request.speed)
+            speech = await self.speech.speak(request, start=False, timing=utterance.timing)
             start_now = self.running <= LOOKAHEAD_CLAUSES and not self.unstarted
             if start_now:
                 self._start(speech, continuation=bool(utterance.segments))
@@ -354,7 +383,11 @@ class RealtimeSession:
         """Stop the sender, close every job not yet played and forget the text of the open utterance."""
         self.unstarted.clear()  # first: the stopped sender starts none of them
         self.sender.cancel()
-        await asyncio.wait([self.sender])
+        for task in self.word_senders:
+            task.cancel()
+        await asyncio.wait([self.sender, *self.word_senders])
+        self.word_senders.clear()
+        self.last_words = None
         error = None if self.sender.cancelled() else self.sender.exception()
         if error is not None and not isinstance(error, ChannelClosed):
             log.error("the session's audio sender failed", exc_info=error)
@@ -375,6 +408,8 @@ class RealtimeSession:
             if isinstance(item, Segment):
                 await self._play(item)
             else:
+                if self.words_before_done and self.last_words is not None:
+                    await asyncio.wait([self.last_words])
                 await self._event(item.done_event())
 
     async def _play(self, segment: Segment) -> None:
@@ -394,6 +429,11 @@ class RealtimeSession:
                         await self.channel.send_audio(data)
             if not legacy:
                 await self._event({"type": "segment.end", **ids, "frames": segment.speech.frames})
+            if segment.speech.timed and not legacy:
+                task = asyncio.create_task(self._send_words(ids, segment.speech.timed, self.last_words))
+                self.word_senders.add(task)
+                self.last_words = task
+                task.add_done_callback(self.word_senders.discard)
         except TTSError as exc:  # in place of segment.end
             await self._event(error_event(exc, legacy))
         finally:
@@ -402,6 +442,23 @@ class RealtimeSession:
             if segment.started:
                 self.running -= 1
                 self._start_within_reach()
+
+    async def _send_words(
+        self, ids: dict[str, int], timed: list[asyncio.Task[TimedSegment]], previous: asyncio.Task | None
+    ) -> None:
+        """A played segment's words (of each of its parts) as one event, once the aligner has timed them and the
+        segment before it has had its own."""
+        parts = [await task for task in timed]
+        if previous is not None:
+            await asyncio.wait([previous])
+        event: dict[str, Any] = {"type": "segment.words", **ids, "text": " ".join(part.text for part in parts)}
+        event |= {"start": parts[0].start, "end": parts[-1].end}
+        event["words"] = [word for part in parts for word in part.fields()["words"]]
+        failed = next((part.error for part in parts if part.error is not None), None)
+        if failed is not None:
+            event["error"] = error_body(failed)
+        with suppress(ChannelClosed):
+            await self._event(event)
 
     async def _event(self, payload: dict) -> None:
         async with self.send_lock:

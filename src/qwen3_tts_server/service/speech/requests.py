@@ -43,3 +43,4 @@ class SynthesisRequest:
     normalize: bool | None = None  # None: the server's default
     interactive: bool = True  # streamed: admitted before whole-file requests
     stream_mode: str | None = None  # "token" (chunks of frames) or "sentence" (a chunk per segment); None: STREAM_TYPE
+    timestamps: bool = False  # each segment's words timed by the hosted ForcedAligner once its audio is made

@@ -7,6 +7,7 @@ heard; at most two rows per request. Where two segments meet, 10 ms fades keep t
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import json
 import logging
@@ -26,6 +27,7 @@ from ...engine.jobs import AudioChunk, RequestClock, SpeechJob
 from ...engine.synthesis import Engine, JobStream
 from ...errors import TTSError, error_body
 from ...text.frontend import TextSegment
+from .alignment import SegmentTiming, TimedSegment
 
 log = logging.getLogger(__name__)
 
@@ -51,6 +53,9 @@ class SpeechOutput(ABC):
     encode_seconds: float = 0.0  # speed change and encoding
     total_seconds: float = 0.0  # from prepare() to the last byte
     finished: bool = False  # every byte was produced (False: the client left, or it failed)
+    timing: SegmentTiming | None = None  # word timestamps asked for: each segment is timed once its audio is made
+    timed: list[asyncio.Task[TimedSegment]] = field(default_factory=list)  # a task per segment made, in order
+    _times_read: int = 0
 
     @abstractmethod
     def start(self, continuation: bool = False) -> None:
@@ -67,9 +72,9 @@ class SpeechOutput(ABC):
 
     async def whole(self) -> bytes:
         """All of `audio()` as one file (a response with a Content-Length): a WAV or FLAC with its exact length."""
-        return self._as_file(b"".join([part async for part in self.audio()]))
+        return self.as_file(b"".join([part async for part in self.audio()]))
 
-    def _as_file(self, audio: bytes) -> bytes:
+    def as_file(self, audio: bytes) -> bytes:
         """`audio()`'s bytes as a file sent in one piece; stored audio already is one."""
         return audio
 
@@ -109,13 +114,34 @@ class SpeechOutput(ABC):
             headers["X-Segments-Cut"] = ",".join(map(str, self.cut_segments))
         return headers
 
+    def times_ready(self) -> list[TimedSegment]:
+        """The segments timed since the last call, in order, as far as timing has got."""
+        ready = []
+        while self._times_read < len(self.timed) and self.timed[self._times_read].done():
+            ready.append(self.timed[self._times_read].result())
+            self._times_read += 1
+        return ready
+
+    async def with_times(self) -> AsyncIterator[tuple[bytes, list[TimedSegment]]]:
+        """`audio()`'s pieces, each with the segments timed by then; the segments timed last follow the audio,
+        with no bytes."""
+        async for data in self.audio():
+            yield data, self.times_ready()
+        left = [await task for task in self.timed[self._times_read :]]
+        self._times_read = len(self.timed)
+        if left:
+            yield b"", left
+
     async def sse(self, include_text: bool = False) -> AsyncIterator[bytes]:
         if include_text:
             segments = [{"text": s.text, "language": s.language} for s in self.segments]
             yield _event({"type": "speech.text", "segments": segments})
         try:
-            async for data in self.audio():
-                yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+            async for data, timed in self.with_times():
+                if data:
+                    yield _event({"type": "speech.audio.delta", "audio": base64.b64encode(data).decode()})
+                for segment in timed:
+                    yield _event(words_event(segment))
         except TTSError as exc:  # the headers are sent: the error becomes an event
             yield _event({"type": "error", "error": error_body(exc)})
             return
@@ -133,6 +159,7 @@ class SpeechStream(SpeechOutput):
     jobs: list[SpeechJob]  # one per segment
     encoder: StreamEncoder
     tempo: Tempo | None = None  # speed != 1
+    model_rate: int = 24000  # of the engine's audio
     timeout: float | None = None  # seconds the whole request may take, time paused for its client not counted
     # Told the complete response as one file once it has played to the end (the output cache stores it).
     on_complete: Callable[[bytes], Awaitable[None]] | None = None
@@ -152,6 +179,7 @@ class SpeechStream(SpeechOutput):
                 following = replace(self.jobs[index + 1], continuation=True)
                 self._running.append(self.engine.submit(following, self._clock))
             current = self._running[0]
+            made: list[np.ndarray] = []
             async for chunk in current:
                 if index == 0:
                     self.queue_seconds = chunk.queue_seconds
@@ -162,8 +190,14 @@ class SpeechStream(SpeechOutput):
                         "segment %d of %d (%d characters) reached its frame budget", index, len(self.jobs), len(text)
                     )
                     log.debug("the segment cut by its budget: %r", text)
-                yield index, self._faded(chunk, index)
+                chunk = self._faded(chunk, index)
+                if self.timing is not None:
+                    made.append(chunk.audio)
+                yield index, chunk
             self._running.popleft()
+            if self.timing is not None:
+                audio = np.concatenate(made) if made else np.zeros(0, np.float32)
+                self.timed.append(self.timing.segment_done(self.segments[index], audio, self.model_rate))
 
     def _faded(self, chunk: AudioChunk, index: int) -> AudioChunk:
         """Fade in a segment's first samples after a seam and fade out its last samples before one."""
@@ -194,7 +228,7 @@ class SpeechStream(SpeechOutput):
                 yield tail
             self.finished = True
             if body is not None:
-                await self.on_complete(self._as_file(b"".join(body)))
+                await self.on_complete(self.as_file(b"".join(body)))
         finally:
             await self.aclose()  # a client that went away frees its engine rows
 
@@ -202,7 +236,7 @@ class SpeechStream(SpeechOutput):
         while self._running:
             await self._running.popleft().aclose()
 
-    def _as_file(self, audio: bytes) -> bytes:
+    def as_file(self, audio: bytes) -> bytes:
         return self.encoder.as_file(audio)
 
     def _encode(self, audio: np.ndarray | None) -> bytes:
@@ -214,6 +248,14 @@ class SpeechStream(SpeechOutput):
             data = self.encoder.write(self.tempo.process(audio) if self.tempo else audio)
         self.encode_seconds += time.perf_counter() - began
         return data
+
+
+def words_event(timed: TimedSegment) -> dict:
+    """A segment's word timestamps as the speech events carry them; an error in place of the words if the aligner
+    could not time them."""
+    if timed.error is not None:
+        return {"type": "speech.words", **timed.fields(), "error": error_body(timed.error)}
+    return {"type": "speech.words", **timed.fields()}
 
 
 def usage(input_tokens: int, output_tokens: int) -> dict[str, int]:

@@ -13,10 +13,12 @@ from ...audio.encoding import AudioFormat, StreamEncoder, audio_format
 from ...audio.tempo import Tempo
 from ...engine.jobs import DEFAULT_CHUNK_SCHEDULE, WHOLE_SEGMENT, SpeechJob
 from ...engine.registry import HostedModel, ModelRegistry
+from ...errors import InvalidInputError
 from ...model.tts.prompt import VoiceSpec
 from ...model.tts.sampling import SamplingParams
 from ...model.tts.tts_model import Qwen3TTSModel
 from ...model.tts.voice_prompt import VoicePrompt
+from .alignment import NO_ALIGNER, SegmentTiming, SpeechAligner
 from .audio_cache import AudioCache, CachedAudio, cache_key
 from .cached_speech import CachedSpeech
 from .preparation import PreparedText, prepare_text
@@ -63,6 +65,7 @@ class SpeechService:
         cache_sampled: bool = True,
         stream_type: str = "token",
         token_chunks: tuple[int, ...] | None = None,
+        aligner: SpeechAligner | None = None,
     ):
         self.registry = registry
         self.voices = voices
@@ -73,6 +76,15 @@ class SpeechService:
         self.cache_sampled = cache_sampled
         self.stream_type = stream_type  # STREAM_TYPE: how a request without a stream_mode is cut into chunks
         self.token_chunks = token_chunks or DEFAULT_CHUNK_SCHEDULE  # chunk sizes in frames of the token mode
+        self.aligner = aligner  # the hosted ForcedAligner's, for word timestamps; None: none is hosted
+
+    async def timing(self, speed: float = 1.0) -> SegmentTiming:
+        """The word timing of one output (a request's, or a WebSocket utterance's), its aligner loaded; a clear
+        error before any audio where none is hosted."""
+        if self.aligner is None:
+            raise InvalidInputError(NO_ALIGNER, param="timestamps")
+        await self.aligner.aligner()
+        return SegmentTiming(self.aligner, speed)
 
     def chunk_schedule(self, request: SynthesisRequest) -> tuple[int, ...]:
         """The frames of each audio chunk of the request's segments (the last size repeats)."""
@@ -97,13 +109,17 @@ class SpeechService:
         clone: VoicePrompt | None = None,
         start: bool = True,
         hosted: HostedModel | None = None,
+        timing: SegmentTiming | None = None,
     ) -> SpeechOutput:
         """The request's audio, with every error answered before any audio byte is sent. `clone` is an inline
         cloned voice; otherwise `request.voice` names the voice. `hosted` is the model that serves it (routed
         from the request when None). Preparing runs in a worker thread: a 4096-character input must not hold up
         other streams. With `start` False the caller starts its engine job (`SpeechOutput.start`) when it wants
-        the audio made."""
+        the audio made. With `request.timestamps`, each segment's words are timed (`timing`: shared with the other
+        outputs of one WebSocket utterance; by default the request's own), and the output cache is not read."""
         started = time.perf_counter()
+        if request.timestamps and timing is None:
+            timing = await self.timing(request.speed)
         hosted = hosted or await self.route(request, inline_clone=clone is not None)
         model = await hosted.manager.get_async()
         prepared = await asyncio.to_thread(self._prepare, model, request, clone)
@@ -117,7 +133,7 @@ class SpeechService:
             started=started,
             model=hosted.id,
         )
-        if prepared.cache_key is not None:
+        if prepared.cache_key is not None and timing is None:  # stored audio has no segments left to time
             entry = await self.audio_cache.get(prepared.cache_key)
             if entry is not None:
                 cut = entry.headers.get("X-Segments-Cut")
@@ -144,6 +160,8 @@ class SpeechService:
             tempo=Tempo(request.speed, model.sample_rate) if request.speed != 1.0 else None,
             timeout=self.request_timeout or None,
             cache="off" if prepared.cache_key is None else "miss",
+            timing=timing if request.timestamps else None,
+            model_rate=model.sample_rate,
         )
         if prepared.cache_key is not None:
             stream.on_complete = lambda audio: self._store(prepared.cache_key, stream, audio)

@@ -1,0 +1,124 @@
+"""ElevenLabs' speech routes, for clients that speak ElevenLabs (LiveKit's and Pipecat's plugins with their base URL
+set to this server): the multi-context WebSocket (protocol in service/speech/elevenlabs.py) and the streamed HTTP
+speech LiveKit's `synthesize()` posts. The key is taken from `xi-api-key` as from `Authorization`."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from contextlib import suppress
+from typing import Any
+
+from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
+from fastapi.responses import StreamingResponse
+from pydantic import BaseModel
+from starlette.websockets import WebSocketDisconnected
+
+from ...errors import InvalidInputError, TTSError, error_body
+from ...service.speech.elevenlabs import ElevenLabsSocket, OutputFormat, error_message
+from ...service.speech.elevenlabs import output_format as parse_output_format
+from ...service.speech.realtime import ChannelClosed
+from ...text.language import LANGUAGE_CODES
+from ..dependencies import ServicesDep
+from ..websockets import accepted
+from .realtime import parse_request
+from .routes import STREAM_HEADERS, _started
+
+router = APIRouter()
+NAMES_BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
+NORMALIZATION = {"auto": None, "on": True, "off": False}
+DEFAULT_FORMAT = "mp3_44100_128"  # ElevenLabs' own default
+
+
+def request_fields(
+    voice_id: str, model_id: str | None, fmt: OutputFormat, normalization: str | None, language_code: str | None
+) -> dict[str, Any]:
+    """ElevenLabs' parameters as our speech request's fields."""
+    if normalization not in (None, *NORMALIZATION):
+        raise InvalidInputError("apply_text_normalization is auto, on or off", param="apply_text_normalization")
+    if language_code is not None and language_code.lower() not in NAMES_BY_CODE:
+        codes = ", ".join(NAMES_BY_CODE)
+        raise InvalidInputError(f"language_code {language_code!r} is not spoken; one of {codes}", "language_code")
+    return {
+        "voice": voice_id,
+        "model": model_id,
+        "response_format": fmt.response_format,
+        "sample_rate": fmt.sample_rate,
+        "normalize": NORMALIZATION.get(normalization or "auto"),
+        "language": NAMES_BY_CODE[language_code.lower()] if language_code else None,
+    }
+
+
+@router.websocket("/v1/text-to-speech/{voice_id}/multi-stream-input")
+async def multi_stream_input(
+    websocket: WebSocket,
+    voice_id: str,
+    services: ServicesDep,
+    model_id: str | None = None,
+    output_format: str = DEFAULT_FORMAT,
+    sync_alignment: bool = False,
+    inactivity_timeout: float = 20.0,
+    apply_text_normalization: str | None = None,
+    language_code: str | None = None,
+) -> None:
+    if not await accepted(websocket, services.settings.accepted_keys()):
+        return
+
+    async def send(message: dict) -> None:
+        try:
+            await websocket.send_text(json.dumps(message, ensure_ascii=False))
+        except (WebSocketDisconnect, WebSocketDisconnected) as exc:
+            raise ChannelClosed from exc
+
+    try:
+        fmt = parse_output_format(output_format)
+        config = request_fields(voice_id, model_id, fmt, apply_text_normalization, language_code)
+        config["timestamps"] = services.speech.aligner is not None
+        await services.speech.check(parse_request(config, "probe"))
+    except TTSError as exc:  # refused before any context: said, then closed
+        await send(error_message(error_body(exc), None))
+        await websocket.close(code=1008, reason=str(exc)[:120])
+        return
+    limit = services.settings.max_pending_text
+    socket = ElevenLabsSocket(services.speech, send, parse_request, config, fmt, sync_alignment, limit)
+    try:
+        while True:
+            message = await asyncio.wait_for(websocket.receive(), inactivity_timeout)
+            if message["type"] == "websocket.disconnect" or not await socket.handle(message.get("text")):
+                break
+    except (WebSocketDisconnect, ChannelClosed, TimeoutError):  # gone, or silent past inactivity_timeout
+        pass
+    finally:
+        await socket.aclose()
+    await _close(websocket)
+
+
+async def _close(websocket: WebSocket) -> None:
+    with suppress(RuntimeError, WebSocketDisconnected):  # already closed by the client
+        await websocket.close()
+
+
+class TextToSpeechBody(BaseModel):
+    text: str
+    model_id: str | None = None
+    language_code: str | None = None
+    apply_text_normalization: str | None = None
+    voice_settings: dict[str, Any] | None = None
+
+
+@router.post("/v1/text-to-speech/{voice_id}/stream")
+@router.post("/v1/text-to-speech/{voice_id}")
+async def text_to_speech(
+    voice_id: str,
+    body: TextToSpeechBody,
+    services: ServicesDep,
+    output_format: str = Query(DEFAULT_FORMAT),
+):
+    """ElevenLabs' speech over HTTP: the text's audio in `output_format`, streamed."""
+    fmt = parse_output_format(output_format)
+    fields = request_fields(voice_id, body.model_id, fmt, body.apply_text_normalization, body.language_code)
+    speed = (body.voice_settings or {}).get("speed")
+    fields |= {"response_format": "mp3" if fmt.mp3 else fmt.response_format} | ({"speed": speed} if speed else {})
+    speech = await services.speech.speak(parse_request(fields, body.text))
+    media_type = "audio/mpeg" if fmt.mp3 else speech.media_type
+    return StreamingResponse(await _started(speech), media_type=media_type, headers=STREAM_HEADERS)
