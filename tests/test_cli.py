@@ -111,6 +111,33 @@ def test_synth_warns_when_the_budget_cuts_speech(checkpoint_dirs, tmp_path):
     assert "warning: stopped at the frame budget (3 frames)" in result.stderr
 
 
+def test_synth_writes_subtitles_of_the_text_timed_in_its_audio(both_families, tmp_path):
+    """With --subtitles srt and vtt, SubRip and WebVTT files beside the WAV show the text as written, in order,
+    every cue inside the audio; without --aligner, a clear error before anything is made."""
+    out = tmp_path / "narration.wav"
+    text = "Hello there, my friend. It costs $5 today! Goodbye now."
+    common = ("synth", "--model", str(both_families["speech"]), "--speaker", "ryan", "--text", text, "--seed", "3")
+    made = run(*common, "--subtitles", "srt", "--subtitles", "vtt", "--aligner", str(both_families["aligner"]),
+               "--max-frames", "30", "-o", str(out))  # fmt: skip
+    assert made.returncode == 0, made.stderr
+    seconds = len(sf.read(out)[0]) / 24000
+    srt, vtt = out.with_suffix(".srt").read_text(), out.with_suffix(".vtt").read_text()
+    assert vtt.startswith("WEBVTT\n")
+    cues = [block.splitlines() for block in srt.strip().split("\n\n")]
+    assert [cue[0] for cue in cues] == [str(n) for n in range(1, len(cues) + 1)]
+    assert " ".join(" ".join(cue[2:]) for cue in cues) == text  # the client's words, punctuation and "$5" kept
+
+    def seconds_of(clock: str) -> float:
+        hours, minutes, rest = clock.replace(",", ".").split(":")
+        return 3600 * int(hours) + 60 * int(minutes) + float(rest)
+
+    times = [[seconds_of(clock) for clock in cue[1].split(" --> ")] for cue in cues]
+    assert all(start <= end <= seconds + 0.001 for start, end in times)
+    assert [start for start, _ in times] == sorted(start for start, _ in times)
+    refused = run(*common, "--subtitles", "srt", "-o", str(tmp_path / "x.wav"))
+    assert refused.returncode == 2 and "--subtitles needs --aligner" in refused.stderr
+
+
 def test_synth_errors_are_one_clear_line(checkpoint_dirs, tmp_path):
     result = run("synth", "--model", str(checkpoint_dirs["custom_voice"]), "--text", "hi", "--speaker", "zed")
     assert result.returncode == 2

@@ -1,4 +1,4 @@
-"""Word timestamps of synthesised speech (issue 52) on a live server hosting a speech model and a ForcedAligner
+"""Word timestamps of synthesised speech on a live server hosting a speech model and a ForcedAligner
 alone: OpenAI-shaped SSE events, Kokoro's captioned speech, our WebSocket's `segment.words`, and ElevenLabs'
 WebSocket as LiveKit's and Pipecat's ElevenLabs plugins speak it, run unchanged. The aligner has random weights, so
 its times are arbitrary: what is checked is what holds for any aligner (every word the client sent, once, in order,
@@ -90,9 +90,15 @@ def test_sse_events_carry_each_segments_words_and_the_offsets_add_up(server):
 
 def test_kokoros_captioned_speech_whole_and_streamed(server):
     with server.client(timeout=TIMEOUT) as http:
-        whole = http.post("/dev/captioned_speech", json={"input": TEXT, "voice": "ryan", "stream": False})
+        whole = http.post(
+            "/dev/captioned_speech", json={"input": TEXT, "voice": "ryan", "stream": False, "subtitles": "vtt"}
+        )
         streamed = http.post("/dev/captioned_speech", json={"input": TEXT, "voice": "ryan", "response_format": "wav"})
+        refused = http.post("/dev/captioned_speech", json={"input": TEXT, "voice": "ryan", "subtitles": "srt"})
+    assert refused.status_code == 400 and refused.json()["error"]["param"] == "subtitles"
     answer = whole.json()
+    cues = answer["subtitles"].split("\n\n")
+    assert cues[0] == "WEBVTT" and " ".join(" ".join(cue.splitlines()[1:]) for cue in cues[1:]).strip() == TEXT
     assert whole.headers["content-type"] == "application/json" and answer["audio_format"] == "audio/mpeg"
     seconds = decoded_seconds(base64.b64decode(answer["audio"]))
     assert_timed([(w["word"], w["start_time"], w["end_time"]) for w in answer["timestamps"]], TEXT, seconds)

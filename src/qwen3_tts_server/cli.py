@@ -60,7 +60,33 @@ def _add_synth(sub: argparse._SubParsersAction) -> None:
     _add_speed_flags(p)
     p.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="output WAV (default out.wav)")
     p.add_argument("--codes-out", type=Path, help="also save the codec codes, int array (frames, 16), as .npy")
+    p.add_argument(
+        "--subtitles",
+        action="append",
+        choices=["srt", "vtt"],
+        help="also write subtitles beside the WAV (OUTPUT.srt, OUTPUT.vtt; repeat for both), their words timed in "
+        "the audio by --aligner",
+    )
+    p.add_argument("--aligner", help="Qwen3-ForcedAligner checkpoint directory or hub id, for --subtitles")
     p.set_defaults(func=_synth)
+
+
+def _write_subtitles(args: argparse.Namespace, text: str, spoken: list, segments: list, rate: int) -> None:
+    """SubRip and WebVTT files of the text beside the WAV, its words timed in each segment's audio."""
+    from .engine.recognition import load_forced_aligner
+    from .service.recognition.subtitles import subtitle_cues, to_srt, to_webvtt
+    from .service.speech.alignment import segment_words
+
+    aligner = load_forced_aligner(args.aligner, args.device, args.dtype, None, None)
+    words, offset = [], 0.0
+    for segment, audio in zip(spoken, segments, strict=True):
+        words += segment_words(aligner, segment, audio, rate, offset)
+        offset += len(audio) / rate
+    cues = subtitle_cues(text, words, duration=offset)
+    for kind in dict.fromkeys(args.subtitles):
+        path = args.output.with_suffix(f".{kind}")
+        path.write_text(to_srt(cues) if kind == "srt" else to_webvtt(cues), encoding="utf-8")
+        print(f"wrote {path}: {len(cues)} cues", file=sys.stderr)
 
 
 def _synth(args: argparse.Namespace) -> int:
@@ -80,6 +106,8 @@ def _synth(args: argparse.Namespace) -> int:
             raise InvalidInputError(f"cannot read --text-file {args.text_file}: {exc}") from exc
     else:
         text = args.text
+    if args.subtitles and not args.aligner:
+        raise InvalidInputError("--subtitles needs --aligner (Qwen/Qwen3-ForcedAligner-0.6B)", param="aligner")
     started = time.perf_counter()
     model = Qwen3TTSModel.load(
         _routed_checkpoint(args), device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
@@ -107,15 +135,16 @@ def _synth(args: argparse.Namespace) -> int:
     generated = time.perf_counter()
     context = voice.ref_codes if voice is not None else None
     last = len(results) - 1
-    audio = np.concatenate(
-        [
-            fade_seams(model.decode(result.codes, context=context), index > 0, index < last)
-            for index, result in enumerate(results)
-        ]
-    )
+    segments = [
+        fade_seams(model.decode(result.codes, context=context), index > 0, index < last)
+        for index, result in enumerate(results)
+    ]
+    audio = np.concatenate(segments)
     done = time.perf_counter()
     args.output.parent.mkdir(parents=True, exist_ok=True)
     sf.write(args.output, audio, model.sample_rate, subtype="PCM_16")
+    if args.subtitles:
+        _write_subtitles(args, text, prepared.segments, segments, model.sample_rate)
     codes = np.concatenate([result.codes for result in results])
     if args.codes_out is not None:
         args.codes_out.parent.mkdir(parents=True, exist_ok=True)

@@ -14,6 +14,7 @@ from fastapi.responses import Response, StreamingResponse
 
 from ...audio.encoding import FORMATS
 from ...errors import InvalidInputError, TTSError, error_body
+from ...service.recognition.subtitles import subtitle_cues, to_srt, to_webvtt
 from ...service.speech.alignment import TimedSegment
 from ...service.speech.stream import SpeechOutput
 from ...service.speech.synthesis import SpeechService
@@ -175,7 +176,9 @@ async def captioned_speech(body: CaptionedSpeechRequest, service: SpeechServiceD
     """Kokoro-FastAPI's captioned speech: `{"audio", "audio_format", "timestamps": [{"word", "start_time",
     "end_time"}]}`, times in seconds from the start of the request's audio. Streamed, each line holds a piece of
     one encoded file (join the pieces in order) and the words timed by then; the words of the last segment follow
-    the audio on a line of their own."""
+    the audio on a line of their own. Whole, `subtitles` (srt or vtt) adds the words as subtitles."""
+    if body.subtitles and (body.stream or not body.return_timestamps):
+        raise InvalidInputError("subtitles come with a whole answer with its timestamps: stream false", "subtitles")
     speech = await service.speak(body.synthesis())
     context.record_speech(speech, body.voice_name or "default", body.format_name, len(body.input))
     headers = speech.text_headers(body.include_text)
@@ -188,7 +191,12 @@ async def captioned_speech(body: CaptionedSpeechRequest, service: SpeechServiceD
     if not body.stream:
         pieces = [piece async for piece in speech.with_times()]
         audio = speech.as_file(b"".join(data for data, _ in pieces))
-        whole = line(audio, [segment for _, timed in pieces for segment in timed])
+        timed = [segment for _, segment_times in pieces for segment in segment_times]
+        whole = line(audio, timed)
+        if body.subtitles:
+            words = [word for segment in timed for word in segment.words]
+            cues = subtitle_cues(body.input, words, duration=timed[-1].end if timed else None)
+            whole["subtitles"] = to_srt(cues) if body.subtitles == "srt" else to_webvtt(cues)
         return Response(json.dumps(whole), media_type="application/json", headers=headers)
 
     async def lines() -> AsyncIterator[bytes]:

@@ -164,6 +164,8 @@ class CaptionedSpeechRequest(SpeechRequest):
 
     stream: bool | None = True
     return_timestamps: bool = True
+    # An extension: the words as subtitles too (whole answers only), in `subtitles`.
+    subtitles: Literal["srt", "vtt"] | None = None
 
     def default_format(self) -> ResponseFormat:
         return "mp3"

@@ -65,31 +65,36 @@ class SpeechAligner:
     ) -> TimedSegment:
         """Segment `index`'s words: `audio` (mono float32 at `rate`, before any speed change) is what was made of
         it, and its output begins `offset` seconds into the output."""
-        duration = len(audio) / rate
-        end = round(offset + duration / speed, 3)
+        end = round(offset + len(audio) / rate / speed, 3)
         try:
             aligner = await self.aligner()
-            client, spoken = await asyncio.to_thread(self._align, aligner, segment, audio, rate)
+            words = await asyncio.to_thread(self._align, aligner, segment, audio, rate, offset, speed)
         except TTSError as exc:
             return TimedSegment(index, segment.source, round(offset, 3), end, error=exc)
         except Exception as exc:  # a fault of the aligner: the audio has played, the words are reported missing
             log.exception("aligning segment %d failed: %s", index, exc)
             failed = AlignmentFailedError("the words of this segment could not be timed")
             return TimedSegment(index, segment.source, round(offset, 3), end, error=failed)
-        words = clamped(client_word_times(client, spoken), duration, offset, speed)
         return TimedSegment(index, segment.source, round(offset, 3), end, words)
 
     def _align(
-        self, aligner: ForcedAligner, segment: TextSegment, audio: np.ndarray, rate: int
-    ) -> tuple[list[str], list[TimedWord]]:
-        """The client's words of the segment and the spoken words with their times."""
-        client = aligner.splitter.words(segment.source, segment.language)
-        if not aligner.splitter.words(segment.text, segment.language):  # nothing the aligner could time
-            return client, []
-        wave = model_wave(audio, rate).numpy()
+        self, aligner: ForcedAligner, segment: TextSegment, audio: np.ndarray, rate: int, offset: float, speed: float
+    ) -> list[TimedWord]:
         with self._lock:
-            spoken = aligner.align_many([(wave, segment.text, segment.language, 0.0)])[0]
-        return client, spoken
+            return segment_words(aligner, segment, audio, rate, offset, speed)
+
+
+def segment_words(
+    aligner: ForcedAligner, segment: TextSegment, audio: np.ndarray, rate: int, offset: float = 0.0, speed: float = 1.0
+) -> list[TimedWord]:
+    """The client's words of a spoken segment (`audio`: mono float32 at `rate`, before any speed change), timed
+    in an output where the segment begins `offset` seconds in. Blocking."""
+    client = aligner.splitter.words(segment.source, segment.language)
+    spoken: list[TimedWord] = []
+    if aligner.splitter.words(segment.text, segment.language):  # something the aligner can time
+        wave = model_wave(audio, rate).numpy()
+        spoken = aligner.align_many([(wave, segment.text, segment.language, 0.0)])[0]
+    return clamped(client_word_times(client, spoken), len(audio) / rate, offset, speed)
 
 
 class SegmentTiming:
