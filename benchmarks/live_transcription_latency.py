@@ -34,6 +34,7 @@ import soxr
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine, load_transcriber
 from qwen3_tts_server.model.asr.decoding import GreedyRows
+from qwen3_tts_server.model.asr.loading import PREFILL_WEIGHTS
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript, SpeechBoundary
@@ -175,9 +176,7 @@ def main() -> None:
     parser.add_argument("--size", default="0.6b", choices=["tiny", "0.6b"])
     parser.add_argument("--quantize", default="int8", choices=["none", "int8", "int4", "w8a8"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the activations'")
-    parser.add_argument(
-        "--prefill-weights", default="auto", choices=["auto", "kept", "converted"], help="as PREFILL_WEIGHTS"
-    )
+    parser.add_argument("--prefill-weights", default="auto", choices=PREFILL_WEIGHTS, help="as PREFILL_WEIGHTS")
     parser.add_argument("--tokens", type=int, default=12, help="tokens every pass decodes")
     parser.add_argument("--seconds", type=float, default=300.0, help="the flat run's session length")
     parser.add_argument("--flat-sessions", type=int, default=1)

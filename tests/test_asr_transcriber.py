@@ -199,8 +199,9 @@ def test_prefill_weights_kept_or_converted_give_the_same_transcript(checkpoint_d
         assert all((layer.dense_weight is not None) == kept for layer in layers)
         (results[choice],) = Transcriber(checkpoint).transcribe([clips["ref_16k_mono.wav"]], max_new_tokens=8)
     assert results["kept"].text == results["converted"].text == results["auto"].text
-    with pytest.raises(ConfigurationError, match="unknown prefill_weights 'some'"):
-        load_asr_checkpoint(checkpoint_dirs["asr"], quantize="int8", prefill_weights="some")
+    for quantize in ("int8", None):  # refused even where it would not apply
+        with pytest.raises(ConfigurationError, match="unknown prefill_weights 'some'"):
+            load_asr_checkpoint(checkpoint_dirs["asr"], quantize=quantize, prefill_weights="some")
 
 
 def test_audio_shorter_than_one_feature_frame_is_refused(transcriber):

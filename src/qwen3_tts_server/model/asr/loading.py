@@ -158,11 +158,6 @@ def _prepare_dense_prefill(decoder: nn.Module, quantization: str, dtype: torch.d
     """Long prefills of the quantised layers through a dense product (`DENSE_FROM_ROWS`), in bfloat16 where the CPU
     multiplies it; w8a8 without bfloat16 instructions keeps fbgemm's integer product for every row, faster than a
     float32 one. The int8 layers keep their dense weights between calls if `prefill_weights` says so."""
-    if prefill_weights not in PREFILL_WEIGHTS:
-        raise ConfigurationError(
-            f"unknown prefill_weights {prefill_weights!r}; choose one of {', '.join(PREFILL_WEIGHTS)}",
-            param="prefill_weights",
-        )
     dense_dtype = torch.bfloat16 if cpu_multiplies_bfloat16() else None
     layers = [layer for layer in decoder.modules() if isinstance(layer, PackedLinear)]
     if quantization == "w8a8" and dense_dtype is None:
@@ -189,6 +184,11 @@ def load_asr_checkpoint(
 ) -> AsrCheckpoint:
     """A checkpoint directory or hub id loaded on `device` in `dtype`, its decoder quantised if asked; with
     `prefill_weights` "kept" (or "auto", where it fits) its int8 layers keep dequantised weights for prefills."""
+    if prefill_weights not in PREFILL_WEIGHTS:  # refused whatever the precision, not only where it would apply
+        raise ConfigurationError(
+            f"unknown prefill_weights {prefill_weights!r}; choose one of {', '.join(PREFILL_WEIGHTS)}",
+            param="prefill_weights",
+        )
     device = parse_device(device)
     dtype = parse_dtype(dtype) if isinstance(dtype, str) else dtype
     quantization = parse_quantization(quantize, device)
