@@ -88,6 +88,18 @@ def test_sse_events_carry_each_segments_words_and_the_offsets_add_up(server):
     assert "5" in [word for word, _, _ in words]  # the client's "$5", spoken as "five dollars"
 
 
+def test_chinese_is_timed_character_by_character_as_the_official_aligner_splits_it(server):
+    text = "你好，世界。今天天气很好。"
+    body = {"input": text, "voice": "ryan", "language": "Chinese", "stream_format": "sse", "timestamps": True}
+    with server.client(timeout=TIMEOUT) as http:
+        lines = http.post("/v1/audio/speech", json=body | {"response_format": "pcm"}).text.splitlines()
+    events = [json.loads(line[6:]) for line in lines if line.startswith("data: ")]
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    words = [(w["word"], w["start"], w["end"]) for e in events if e["type"] == "speech.words" for w in e["words"]]
+    assert [word for word, _, _ in words] == list("你好世界今天天气很好")
+    assert_timed(words, text, pcm_seconds(pcm))
+
+
 def test_kokoros_captioned_speech_whole_and_streamed(server):
     with server.client(timeout=TIMEOUT) as http:
         whole = http.post(
@@ -206,7 +218,7 @@ def test_pipecats_elevenlabs_service_gets_word_timestamps(server):
 def test_the_elevenlabs_socket_speaks_what_it_declares_and_refuses_clearly(server):
     """Raw messages as the plugins send them: an unknown voice is refused before any context (an error, then a
     1008 close); a context that says nothing ends with `isFinal` alone; a bad message is an error naming its
-    context, and the context goes on."""
+    context, and the context goes on; a socket silent past `inactivity_timeout` with nothing to say is closed."""
     base = server.base.replace("http://", "ws://") + "/v1/text-to-speech/{}/multi-stream-input?output_format=pcm_16000"
 
     async def scenario():
@@ -225,9 +237,13 @@ def test_the_elevenlabs_socket_speaks_what_it_declares_and_refuses_clearly(serve
                 messages.append(json.loads(await ws.recv()))
             await ws.send(json.dumps({"close_socket": True}))
             await ws.wait_closed()
-        return refused, closed, messages
+        async with connect(base.format("ryan") + "&inactivity_timeout=0.5") as ws:
+            await ws.wait_closed()  # nothing said, nothing to say: closed once the client is silent that long
+            idle = ws.close_code
+        return refused, closed, messages, idle
 
-    refused, closed, messages = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    refused, closed, messages, idle = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    assert idle == 1000
     assert closed == 1008 and "nobody" in refused["message"] and refused["code"] == "invalid_request"
     assert messages[0] == {"isFinal": True, "contextId": "quiet"}
     assert messages[1]["contextId"] == "a" and "`text` must be a string" in messages[1]["error"]

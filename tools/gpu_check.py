@@ -13,6 +13,8 @@ step, so a call cut short still brings back what was done.
                                                                              -> f_multi_model.json
     g  `bench-serving` through HTTP: the 0.6B under open-loop Poisson arrivals (1-60 requests/s) and a burst of 64,
        the deadline scheduler and the fixed one before it; the 1.7B at 20/s and the burst -> g_serving.json/.png
+    j  synthesis with and without word timestamps, a ForcedAligner beside the 0.6B (benchmarks/timestamps_cost.py)
+                                                                             -> j_timestamps.json
     every process's output                                                   -> gpu_check.log
 
 The random-weight 0.6B and 1.7B checkpoints are built in the background from the start. `--dry-run` runs the
@@ -64,6 +66,9 @@ class Plan:
     asr_seconds: float = 30.0
     asr_tokens: int = 100
     asr_variant: str = "bfloat16"
+    # Step j: word timestamps' cost (requests at once, runs of each mode).
+    timestamps_levels: list[int] = field(default_factory=lambda: [1])
+    timestamps_runs: int = 1
 
 
 GPU = Plan(
@@ -91,6 +96,7 @@ GPU = Plan(
         "g": 180,
         "h": 150,
         "i": 150,
+        "j": 120,
     },
     serving=[  # some 300 s in all: every request speaks 8 s, so 60/s keeps ~480 s of audio in flight
         ("0.6b", ["after"], [1, 5, 10, 20, 40, 60], 6, 64),
@@ -100,6 +106,8 @@ GPU = Plan(
     serving_env={"MAX_BATCH_SIZE": "128", "MAX_QUEUE_DEPTH": "256"},  # a caller's 8 s in ~2 s: ~120 at 60/s
     asr_sizes=["0.6b", "1.7b"],
     asr_uploads=[1, 16, 64, 128],
+    timestamps_levels=[1, 16],
+    timestamps_runs=3,
 )
 DRY_RUN = Plan(
     device="cpu",
@@ -115,7 +123,19 @@ DRY_RUN = Plan(
     profile_rows=[1, 2],
     profile_steps=2,
     peer_runs=1,
-    caps={"a_tests": 60, "a_agreement": 60, "b": 60, "c": 90, "d": 60, "e": 60, "f": 90, "g": 90, "h": 60, "i": 90},
+    caps={
+        "a_tests": 60,
+        "a_agreement": 60,
+        "b": 60,
+        "c": 90,
+        "d": 60,
+        "e": 60,
+        "f": 90,
+        "g": 90,
+        "h": 60,
+        "i": 90,
+        "j": 90,
+    },
     multi_rounds=1,
     serving=[("tiny", ["before", "after"], [2], 2, 2)],
     serving_frames=6,
@@ -139,6 +159,7 @@ STEPS = {
     "serving": "serving",
     "unfused": "unfused",
     "recognition": "recognition",
+    "timestamps": "timestamps",
 }
 
 # (label, unit, goal, higher is better): the goals of issue 28 on an H100, 0.6B unless named.
@@ -351,6 +372,18 @@ class Check:
             step[size] = json.loads(json_path.read_text()) if json_path.exists() else {"error": str(status)}
             self._finish("i", step, "i_recognition.json", final=False)
         self._finish("i", step, "i_recognition.json")
+
+    def timestamps(self) -> None:
+        """Step j (issue 52): synthesis with and without word timestamps in one run, the checkpoint of steps a-e
+        beside a random ForcedAligner of its size (`benchmarks/timestamps_cost.py`)."""
+        plan, model = self.plan, self.checkpoint(self.plan.size)
+        if model is None:
+            return self._finish("j", {"error": "no checkpoint"}, None)
+        json_path = self.out / "j_timestamps.json"
+        command = [sys.executable, "benchmarks/timestamps_cost.py", "--model", str(model), "--size", plan.size]
+        command += ["--runs", str(plan.timestamps_runs), "--concurrency", *map(str, plan.timestamps_levels)]
+        status = self.run("j timestamps", command + ["--out", str(json_path)], plan.caps["j"], {"HF_HUB_OFFLINE": "1"})
+        self._finish("j", json.loads(json_path.read_text()) if json_path.exists() else {"error": str(status)}, None)
 
     def peer_comparison(self) -> None:
         """One `bench` call per peer (the stronger, faster-qwen3-tts, first), each beside our one stream: a peer
@@ -574,6 +607,9 @@ def summary(results: dict) -> str:
     lines += ["", "## i: recognition, concurrent uploads beside the official qwen-asr", ""]
     for size, report in steps.get("i", {}).items() or {"": {"error": "not run"}}.items():
         lines += _recognition_lines(size, report)
+    timestamps = steps.get("j", {"error": "not run"})
+    lines += ["", "## j: synthesis with and without word timestamps", ""]
+    lines.append(f"- {timestamps['error']}" if "error" in timestamps else f"- {step_line('j', timestamps)}")
     return "\n".join(lines) + "\n"
 
 
@@ -640,6 +676,14 @@ def step_line(step: str, result: dict) -> str:
             f"underruns {level['underruns']}"
             for label, report in result.items()
             for level in report.get("levels", [])
+        )
+    if step == "j":
+        return "; ".join(
+            f"{level[12:]} {mode}: TTFA {row['first_audio_p50_ms']} ms, {row['rtf_median']}x"
+            + (f", words lag p95 {row['words_lag_p95_ms']} ms" if "words_lag_p95_ms" in row else "")
+            for level, modes in result.items()
+            if level.startswith("concurrency_")
+            for mode, row in modes.items()
         )
     if step == "e":
         return "; ".join(

@@ -81,14 +81,23 @@ async def multi_stream_input(
         return
     limit = services.settings.max_pending_text
     socket = ElevenLabsSocket(services.speech, send, parse_request, config, fmt, sync_alignment, limit)
+    receiving: asyncio.Task | None = None
     try:
         while True:
-            message = await asyncio.wait_for(websocket.receive(), inactivity_timeout)
+            receiving = receiving or asyncio.ensure_future(websocket.receive())
+            done, _ = await asyncio.wait([receiving], timeout=inactivity_timeout)
+            if not done:
+                if socket.contexts:  # speaking still: silence is the client listening
+                    continue
+                break  # silent past inactivity_timeout with nothing to say: closed, as ElevenLabs closes it
+            message, receiving = receiving.result(), None
             if message["type"] == "websocket.disconnect" or not await socket.handle(message.get("text")):
                 break
-    except (WebSocketDisconnect, ChannelClosed, TimeoutError):  # gone, or silent past inactivity_timeout
+    except (WebSocketDisconnect, ChannelClosed):  # gone while we answered
         pass
     finally:
+        if receiving is not None:
+            receiving.cancel()
         await socket.aclose()
     await _close(websocket)
 

@@ -14,7 +14,6 @@ import torch
 from torch import nn
 
 from ...errors import InvalidInputError
-from ..quantization import quantization_state
 from .decoder import AsrDecoder
 from .loading import AsrCheckpoint
 from .mel import checkpoint_features
@@ -112,25 +111,11 @@ class TimedWord:
 class ForcedAligner:
     """A ForcedAligner checkpoint and the splitter of its words."""
 
-    model_type = "forced_aligner"  # as /health reports a loaded model's type
-
     def __init__(self, checkpoint: AsrCheckpoint, splitter: WordSplitter | None = None):
         if checkpoint.kind != "forced_aligner" or checkpoint.tokens.timestamp is None:
             raise InvalidInputError(f"{checkpoint.directory} is not a ForcedAligner checkpoint", param="aligner")
         self.checkpoint = checkpoint
         self.splitter = splitter or WordSplitter()
-
-    @property
-    def device(self) -> torch.device:
-        return self.checkpoint.device
-
-    @property
-    def dtype(self) -> torch.dtype:
-        return self.checkpoint.dtype
-
-    @property
-    def quantization_state(self) -> str:
-        return quantization_state(self.checkpoint.quantization, self.checkpoint.quantization_failure)
 
     @torch.inference_mode()
     def align_many(self, parts: Sequence[tuple[np.ndarray, str, str, float]]) -> list[list[TimedWord]]:
