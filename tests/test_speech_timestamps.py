@@ -100,6 +100,20 @@ def test_chinese_is_timed_character_by_character_as_the_official_aligner_splits_
     assert_timed(words, text, pcm_seconds(pcm))
 
 
+def test_a_text_the_aligner_cannot_split_still_plays_and_says_why(server):
+    """Korean needs the official word list (none here): the segment's audio plays whole, its words event carries
+    the error naming the setting, and the stream ends as usual."""
+    body = {"input": "안녕하세요. 반갑습니다.", "voice": "ryan", "language": "Korean", "response_format": "pcm"}
+    with server.client(timeout=TIMEOUT) as http:
+        lines = http.post("/v1/audio/speech", json=body | {"stream_format": "sse", "timestamps": True}).text
+    events = [json.loads(line[6:]) for line in lines.splitlines() if line.startswith("data: ")]
+    pcm = b"".join(base64.b64decode(e["audio"]) for e in events if e["type"] == "speech.audio.delta")
+    timed = [event for event in events if event["type"] == "speech.words"]
+    assert pcm_seconds(pcm) > 0.1 and events[-1]["type"] == "speech.audio.done"
+    assert timed and all(event["words"] == [] and "korean" in event["error"]["message"].lower() for event in timed)
+    assert timed[0]["error"]["param"] == "korean_words"
+
+
 def test_kokoros_captioned_speech_whole_and_streamed(server):
     with server.client(timeout=TIMEOUT) as http:
         whole = http.post(
