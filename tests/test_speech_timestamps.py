@@ -192,7 +192,9 @@ def test_livekits_elevenlabs_plugin_gets_an_aligned_transcript(server, encoding)
         assert "".join(str(word) for word in words).split() == text.split()
         as_written = [("".join(spaced_words(str(w))), w.start_time, w.end_time) for w in words]
         assert_timed(as_written, text, seconds)
-        assert abs(words[-1].end_time - seconds) < 0.1  # the last word ends where the audio does: none of it lost
+        # The last word ends where the audio does (none of it lost); bare MP3 frames decode with the encoder's delay
+        # and its last frame's padding, at most two frames of 1152 samples.
+        assert abs(words[-1].end_time - seconds) < (2 * 1152 / 22050 if encoding.startswith("mp3") else 0.01)
 
 
 def test_pipecats_elevenlabs_service_gets_word_timestamps(server):
