@@ -46,8 +46,8 @@ class Speech:
         self.requests: list = []
         speak = self.service.speak
 
-        async def recording(request, clone=None, start=True):
-            output = await speak(request, clone, start)
+        async def recording(request, clone=None, start=True, **options):
+            output = await speak(request, clone, start, **options)
             self.requests.append(request)
             self.outputs.append(output)
             return output
