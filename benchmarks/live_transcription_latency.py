@@ -7,7 +7,8 @@ random weights (`make-test-model --type asr --size 0.6b`), int8; every pass deco
 stop token ends a row), so every pass does the same work whatever the random model says.
 
 Figures:
-- per-chunk latency (the chunk's last sample fed, at real time, to its partial out), p50 and p95, in the session's
+- per-chunk latency (the chunk's last sample fed, at real time, to its partial out; the partial says where the audio
+  it heard ends), p50 and p95, in the session's
   first 10 s, around 60 s and around `--seconds` (the goal: flat), for `--flat-sessions` sessions at once;
 - the most sessions at once at real time with p95 <= 1 s, from `--sessions` runs of `--sweep-seconds` each;
 - side by side, one pass of the official algorithm as its code runs it (all the call's audio so far re-fed, the
@@ -37,7 +38,8 @@ from qwen3_tts_server.model.asr.decoding import GreedyRows
 from qwen3_tts_server.model.asr.loading import PREFILL_WEIGHTS
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript, SpeechBoundary
+from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_mode
+from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -94,14 +96,9 @@ async def session_latencies(engine: RecognitionEngine, call: np.ndarray, offset:
     found: list[tuple[float, float]] = []
 
     async def read() -> None:
-        utterance_start, passes = 0.0, 0
         while (event := await session.events.get()) is not None:
-            if isinstance(event, SpeechBoundary) and event.kind == "started":
-                utterance_start, passes = event.seconds, 0
-            elif isinstance(event, LiveTranscript) and not event.final:
-                passes += 1
-                chunk_end = utterance_start + passes * settings.chunk_seconds
-                found.append((chunk_end, time.monotonic() - (started + chunk_end)))
+            if isinstance(event, LiveTranscript) and not event.final:  # dated by the end of the audio it heard
+                found.append((event.heard_until, time.monotonic() - (started + event.heard_until)))
 
     reader = asyncio.create_task(read())
     for index, start in enumerate(range(0, len(audio), step)):
@@ -177,6 +174,7 @@ def main() -> None:
     parser.add_argument("--quantize", default="int8", choices=["none", "int8", "int4", "w8a8"])
     parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the activations'")
     parser.add_argument("--prefill-weights", default="auto", choices=PREFILL_WEIGHTS, help="as PREFILL_WEIGHTS")
+    parser.add_argument("--huge-pages", default="auto", choices=["auto", "off"], help="as HUGE_PAGES")
     parser.add_argument("--tokens", type=int, default=12, help="tokens every pass decodes")
     parser.add_argument("--seconds", type=float, default=300.0, help="the flat run's session length")
     parser.add_argument("--flat-sessions", type=int, default=1)
@@ -192,6 +190,8 @@ def main() -> None:
         quantize = None if args.quantize == "none" else args.quantize
         loaded = load_transcriber(directory, "cpu", args.dtype, quantize, prefill_weights=args.prefill_weights)
         transcriber = HeldOpen(loaded.model)
+        if args.huge_pages == "auto" and huge_pages_mode() in ("madvise", "always"):  # as the server does after a load
+            collapse_into_huge_pages()
         for warm_up in (IncrementalPasses, RecomputedPasses):  # every kernel's first call, before any timing
             one_pass(warm_up(transcriber, "", "English"), call[: 10 * RATE], "", args.tokens)
         marks = [mark for mark in sorted({10.0, 60.0, args.seconds}) if mark <= len(call) / RATE - 2]
@@ -214,7 +214,7 @@ def main() -> None:
     result = {
         "benchmark": "live_transcription_latency",
         "workload": f"{args.size} random weights, {args.quantize}, {args.dtype} activations, prefill weights "
-        f"{args.prefill_weights}, {args.tokens} tokens a "
+        f"{args.prefill_weights}, huge pages {args.huge_pages}, {args.tokens} tokens a "
         "pass, 2 s chunks, sessions fed at real time in 100 ms pieces from an espeak-ng call (sentences and "
         "pauses), Silero VAD",
         "flat": {"sessions": args.flat_sessions, "windows": windows},

@@ -54,6 +54,8 @@ def test_a_partial_after_every_pass_and_a_final_after_the_tail(transcriber):
     assert committed == Committed(0, 7.0)
     assert [(event.utterance, event.final) for event in events] == [(0, False)] * 3 + [(0, True)]
     assert [event.text for event in events] == alone(transcriber, wave)
+    # each tells where the audio it heard ends: a 2 s chunk more each pass, the whole utterance at the final
+    assert [event.heard_until for event in events] == [2.0, 4.0, 6.0, 7.0]
 
 
 def test_a_session_closed_mid_utterance_gets_its_final(transcriber):
@@ -91,6 +93,11 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation, mon
     committed = next(event for event in events if isinstance(event, Committed))
     assert listened(events)[1:3] == [stopped, Committed(0, pytest.approx(3.4, abs=0.2))]
     assert events.index(stopped) < events.index(committed) < events.index(finals[0])
+    # dated in the session's audio from where the utterance was cut, the second after the first's end
+    (partial,) = [event for event in events if isinstance(event, LiveTranscript) and not event.final]
+    assert partial.heard_until == pytest.approx(started[0] + 2.0, abs=0.05)
+    assert finals[0].heard_until == pytest.approx(started[0] + committed.seconds, abs=0.05)
+    assert finals[1].heard_until > finals[0].heard_until + 1.0
 
 
 def test_a_commit_without_an_utterance_gives_a_final_of_no_text(transcriber):

@@ -13,6 +13,8 @@ import logging
 import os
 import signal
 import socket
+import threading
+import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from functools import partial
@@ -167,6 +169,12 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             describe=partial(describe_asr_checkpoint, aligner.directory),
             config_of=lambda timer: timer.checkpoint.description,
         )  # fmt: skip
+    if settings.huge_pages == "auto" and parse_device(device).type == "cpu":
+        managers = [model.manager for model in hosted + recognizers]
+        if speech_aligner is not None and speech_aligner not in managers:
+            managers.append(speech_aligner)
+        for manager in managers:
+            manager.on_ready.append(collapse_in_background)
     budget = settings.memory_budget_bytes()
     if settings.model_memory_budget == "auto":
         free = free_memory_bytes(parse_device(device))
@@ -179,6 +187,33 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
         speech_aligner=speech_aligner,
     )
     return registry
+
+
+_COLLAPSING = threading.Lock()  # one collapse at a time: a second finds the first's pages already huge
+
+
+def collapse_in_background() -> None:
+    """After a model loaded on a CPU: the process's large resident memory moved into huge pages
+    (`resources.collapse_into_huge_pages`, seconds a gigabyte) on a thread of its own, the model serving meanwhile."""
+    threading.Thread(target=_collapse, name="huge-pages", daemon=True).start()
+
+
+def _collapse() -> None:
+    from .resources import collapse_into_huge_pages, huge_pages_mode
+
+    mode = huge_pages_mode()
+    if mode not in ("madvise", "always"):
+        log.info("huge pages: not used (the kernel's transparent huge page mode is %s)", mode or "unknown")
+        return
+    with _COLLAPSING:
+        started = time.monotonic()
+        collapsed, failed = collapse_into_huge_pages()
+    log.info(
+        "huge pages: %.2f GiB moved into 2 MiB pages in %.1f s%s",
+        collapsed / 2**30,
+        time.monotonic() - started,
+        f" ({failed / 2**30:.2f} GiB could not be)" if failed else "",
+    )
 
 
 def serve(settings: Settings) -> int:

@@ -64,6 +64,13 @@ class EngineSettings(SettingsGroup):
         "run (CUDA with Triton; checked against the layer-by-layer passes on first use, which they fall back to with "
         "one warning, as /health's fused_kernels says), off for the layer-by-layer passes",
     )
+    huge_pages: Literal["auto", "off"] = Field(
+        "auto",
+        description="after a model loads on a CPU, move its resident memory into the kernel's 2 MiB transparent huge "
+        "pages (Linux 6.1 or later, transparent_hugepage madvise or always), on a thread of its own while the model "
+        "serves: a decode step streams every weight, and with 4 KiB pages most reads miss the TLB; off: memory stays "
+        "as allocated",
+    )
     cuda_graphs: bool = Field(
         True,
         description="replay the frame step as CUDA graphs on a GPU (a capture that fails or replays other codes than "

@@ -55,6 +55,7 @@ class LiveTranscript:
     language: str
     final: bool
     settled: str = ""  # the text's beginning that later passes keep (a partial's; a final's is all of it)
+    heard_until: float = 0.0  # seconds into the session's audio where the audio this transcription heard ends
 
 
 @dataclass(frozen=True)
@@ -353,7 +354,8 @@ class LiveSession:
                 await self._run(segment, step)
             if not segment.dropped:  # no partial for the tail's pass
                 text = utterance.text
-                self._emit(LiveTranscript(segment.index, text, utterance.heard_language, final=True, settled=text))
+                heard_until = self._heard_until(segment, utterance)
+                self._emit(LiveTranscript(segment.index, text, utterance.heard_language, True, text, heard_until))
             self._current = self._utterance = self._passes = None
 
     def _start_utterance(self, segment: _Segment) -> None:
@@ -367,7 +369,12 @@ class LiveSession:
 
     def _emit_partial(self, segment: _Segment, utterance: LiveUtterance) -> None:
         settled = visible_text(utterance.settled, segment.language is not None)
-        self._emit(LiveTranscript(segment.index, utterance.text, utterance.heard_language, False, settled))
+        heard_until = self._heard_until(segment, utterance)
+        self._emit(LiveTranscript(segment.index, utterance.text, utterance.heard_language, False, settled, heard_until))
+
+    @staticmethod
+    def _heard_until(segment: _Segment, utterance: LiveUtterance) -> float:
+        return (segment.start + len(utterance.heard)) / SAMPLE_RATE
 
     async def _run(self, segment: _Segment, step: Pass) -> bool:
         """Whether the pass ran (a failed one is an error event; the utterance goes on as before it)."""

@@ -1,0 +1,92 @@
+"""HUGE_PAGES: a model's resident memory moved into transparent huge pages after it loads on a CPU."""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import sys
+
+import pytest
+import torch
+
+from qwen3_tts_server import resources
+from qwen3_tts_server.config import Settings
+from qwen3_tts_server.resources import collapse_into_huge_pages, dense_anonymous_mappings, huge_pages_mode
+from qwen3_tts_server.server import build_registry, collapse_in_background
+
+can_collapse = pytest.mark.skipif(
+    sys.platform != "linux" or huge_pages_mode() not in ("madvise", "always"),
+    reason="needs Linux with transparent huge pages in madvise or always mode",
+)
+
+
+def mapping_of(address: int) -> dict[str, int]:
+    """The smaps fields (in bytes) of the mapping holding `address`."""
+    fields: dict[str, int] = {}
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            parts = line.split()
+            if "-" in parts[0] and len(parts) >= 5:
+                start, end = (int(part, 16) for part in parts[0].split("-"))
+                if inside:
+                    break
+                inside = start <= address < end
+                fields = {"Size": end - start} if inside else {}
+            elif inside and parts[0].endswith(":") and len(parts) == 3:
+                fields[parts[0][:-1]] = int(parts[1]) * 1024
+    return fields
+
+
+@can_collapse
+def test_a_dense_tensor_moves_into_huge_pages_with_its_contents_unchanged():
+    weights = torch.randn(8 << 20)  # 32 MiB, all written: a mapping of its own
+    before = weights.clone()
+    collapsed, _ = collapse_into_huge_pages()
+    held = mapping_of(weights.data_ptr())
+    assert collapsed >= 16 << 20
+    assert held["AnonHugePages"] >= 16 << 20  # the whole 2 MiB pages inside it
+    assert torch.equal(weights, before)
+
+
+@can_collapse
+def test_a_sparse_mapping_stays_sparse():
+    """A large reservation barely touched is not made resident (collapsing fills a huge page's unwritten part)."""
+    reserved = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
+    reserved[: 1 << 20] = b"\1" * (1 << 20)
+    address = ctypes.addressof(ctypes.c_char.from_buffer(reserved))
+    collapse_into_huge_pages()
+    held = mapping_of(address)
+    assert held["Rss"] <= 2 << 20 and held.get("AnonHugePages", 0) == 0
+    assert (address, address + (64 << 20)) not in dense_anonymous_mappings()
+
+
+def test_only_large_resident_private_anonymous_mappings_are_chosen(tmp_path):
+    size = resources.MIN_COLLAPSED_MAPPING
+    mappings = [  # (header, resident bytes, chosen)
+        (f"{0x10000000:x}-{0x10000000 + size:x} rw-p 00000000 00:00 0 ", size, True),
+        (f"{0x20000000:x}-{0x20000000 + 4 * size:x} rw-p 00000000 00:00 0 [heap]", 4 * size, True),
+        (f"{0x30000000:x}-{0x30000000 + size:x} rw-p 00000000 00:00 0 ", size // 2, False),  # sparse
+        (f"{0x40000000:x}-{0x40000000 + size // 2:x} rw-p 00000000 00:00 0 ", size // 2, False),  # small
+        (f"{0x50000000:x}-{0x50000000 + size:x} rw-s 00000000 00:01 0 /dev/zero (deleted)", size, False),  # shared
+        (f"{0x60000000:x}-{0x60000000 + size:x} r--p 00000000 00:00 0 ", size, False),  # read-only
+        (f"{0x70000000:x}-{0x70000000 + size:x} rw-p 00001000 08:01 4242 /usr/lib/x.so", size, False),  # a file's
+        (f"{0x80000000:x}-{0x80000000 + size:x} rw-p 00000000 00:00 0 [stack]", size, False),
+    ]
+    smaps = tmp_path / "smaps"
+    lines = [
+        f"{header}\nSize: {size // 1024} kB\nRss: {rss // 1024} kB\nVmFlags: rd wr mr\n" for header, rss, _ in mappings
+    ]
+    smaps.write_text("".join(lines))
+    expected = [int(h.split()[0].split("-")[0], 16) for h, _, chosen in mappings if chosen]
+    assert [start for start, _ in dense_anonymous_mappings(str(smaps))] == expected
+
+
+def test_models_on_a_cpu_collapse_after_loading_unless_turned_off(both_families):
+    def listeners(**settings) -> list[list]:
+        config = Settings.load(models=f"{both_families['speech']},{both_families['asr']}", device="cpu", **settings)
+        registry = build_registry(config, "cpu", "float32", False)
+        return [model.manager.on_ready for model in registry.hosted + registry.recognizers]
+
+    assert all(collapse_in_background in on_ready for on_ready in listeners())
+    assert not any(collapse_in_background in on_ready for on_ready in listeners(huge_pages="off"))
