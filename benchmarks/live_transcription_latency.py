@@ -34,7 +34,6 @@ import soxr
 
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine, load_transcriber
-from qwen3_tts_server.model.asr.decoding import GreedyRows
 from qwen3_tts_server.model.asr.loading import PREFILL_WEIGHTS
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
@@ -61,8 +60,7 @@ SENTENCES = [
 class HeldOpen(Transcriber):
     """The transcriber with no stop token: every pass decodes its whole budget."""
 
-    def rows(self, slots: int, graphs: bool | None = None) -> GreedyRows:
-        return GreedyRows(self.model.decoder, self.model.head, frozenset(), slots, graphs=graphs)
+    stop_tokens = frozenset()
 
 
 def recorded_call(seconds: float, folder: Path) -> np.ndarray:

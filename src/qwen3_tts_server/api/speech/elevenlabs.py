@@ -5,7 +5,6 @@ speech LiveKit's `synthesize()` posts. The key is taken from `xi-api-key` as fro
 from __future__ import annotations
 
 import asyncio
-import json
 from contextlib import suppress
 from typing import Any
 
@@ -21,8 +20,8 @@ from ...service.speech.realtime import ChannelClosed
 from ...text.language import LANGUAGE_CODES
 from ..dependencies import ServicesDep
 from ..websockets import accepted
-from .realtime import parse_request
-from .routes import STREAM_HEADERS, _started
+from .realtime import SocketChannel, parse_request
+from .routes import STREAM_HEADERS, started_audio
 
 router = APIRouter()
 NAMES_BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
@@ -63,13 +62,7 @@ async def multi_stream_input(
 ) -> None:
     if not await accepted(websocket, services.settings.accepted_keys()):
         return
-
-    async def send(message: dict) -> None:
-        try:
-            await websocket.send_text(json.dumps(message, ensure_ascii=False))
-        except (WebSocketDisconnect, WebSocketDisconnected) as exc:
-            raise ChannelClosed from exc
-
+    send = SocketChannel(websocket).send_event
     try:
         fmt = parse_output_format(output_format)
         config = request_fields(voice_id, model_id, fmt, apply_text_normalization, language_code)
@@ -130,4 +123,4 @@ async def text_to_speech(
     fields |= {"response_format": "mp3" if fmt.mp3 else fmt.response_format} | ({"speed": speed} if speed else {})
     speech = await services.speech.speak(parse_request(fields, body.text))
     media_type = "audio/mpeg" if fmt.mp3 else speech.media_type
-    return StreamingResponse(await _started(speech), media_type=media_type, headers=STREAM_HEADERS)
+    return StreamingResponse(await started_audio(speech), media_type=media_type, headers=STREAM_HEADERS)

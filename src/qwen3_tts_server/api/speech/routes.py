@@ -62,7 +62,7 @@ async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -
         events = speech.sse(body.include_text)
         return StreamingResponse(events, media_type="text/event-stream", headers={**STREAM_HEADERS, **headers})
     if body.stream:
-        audio = await _started(speech)
+        audio = await started_audio(speech)
         return StreamingResponse(audio, media_type=speech.media_type, headers={**STREAM_HEADERS, **headers})
     content = await _whole(request, speech)
     if content is None:
@@ -70,7 +70,7 @@ async def respond(request: Request, speech: SpeechOutput, body: SpeechOptions) -
     return Response(content, media_type=speech.media_type, headers={**headers, **speech.result_headers()})
 
 
-async def _started(speech: SpeechOutput) -> AsyncIterator[bytes]:
+async def started_audio(speech: SpeechOutput) -> AsyncIterator[bytes]:
     """`speech.audio()` once its first piece is made: a failure before any audio (a prefill that failed, out of
     memory) is raised here, while the status can still say so, instead of a 200 cut short."""
     parts = speech.audio()
@@ -164,7 +164,7 @@ async def stream_speech_pcm(body: SpeechRequest, service: SpeechServiceDep, cont
         "X-PCM-Bit-Depth": "16",
         "X-PCM-Channels": "1",
     }
-    return StreamingResponse(await _started(speech), media_type="audio/pcm", headers=headers)
+    return StreamingResponse(await started_audio(speech), media_type="audio/pcm", headers=headers)
 
 
 @router.post(

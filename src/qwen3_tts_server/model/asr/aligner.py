@@ -108,6 +108,17 @@ class TimedWord:
     end: float
 
 
+def timed_by_length(words: Sequence[str], start: float, end: float) -> list[TimedWord]:
+    """Words without times of their own: `start` to `end` shared by them in proportion to their lengths."""
+    total = sum(len(word) for word in words) or 1
+    timed, position = [], 0
+    for word in words:
+        begin = start + (end - start) * position / total
+        position += len(word)
+        timed.append(TimedWord(word, round(begin, 3), round(start + (end - start) * position / total, 3)))
+    return timed
+
+
 class ForcedAligner:
     """A ForcedAligner checkpoint and the splitter of its words."""
 

@@ -157,9 +157,14 @@ class Transcriber:
             for (_, context, language), encoded in zip(parts, audio, strict=True)
         ]
 
+    @property
+    def stop_tokens(self) -> frozenset[int]:
+        """The tokens that end a row (the official generate()'s end-of-sequence ids)."""
+        return self.model.tokens.stop
+
     def rows(self, slots: int, graphs: bool | None = None) -> GreedyRows:
         """Decoding rows for this model (`graphs`: CUDA graphs of the static step, None: on CUDA)."""
-        return GreedyRows(self.model.decoder, self.model.head, self.model.tokens.stop, slots, graphs=graphs)
+        return GreedyRows(self.model.decoder, self.model.head, self.stop_tokens, slots, graphs=graphs)
 
     def transcribe(
         self,

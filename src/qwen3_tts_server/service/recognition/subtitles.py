@@ -15,7 +15,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...model.asr.aligner import TimedWord
+from ...model.asr.aligner import TimedWord, timed_by_length
 from ...model.asr.word_split import is_kept
 from .transcription import Transcript
 
@@ -143,14 +143,7 @@ def held_cues(cues: list[Cue], rules: CueRules, duration: float | None = None) -
 def estimated_words(text: str, start: float, end: float) -> list[TimedWord]:
     """Times for a part's words without an aligner: `start` to `end` shared by their characters (each character
     of Chinese or Japanese a word, the rest split at spaces)."""
-    pieces = [piece for chunk in text.split() for piece in _units(chunk)]
-    total = sum(len(piece) for piece in pieces)
-    words, position = [], 0
-    for piece in pieces:
-        begin = start + (end - start) * position / total
-        position += len(piece)
-        words.append(TimedWord(piece, round(begin, 3), round(start + (end - start) * position / total, 3)))
-    return words
+    return timed_by_length([piece for chunk in text.split() for piece in _units(chunk)], start, end)
 
 
 def length_timed_words(transcript: Transcript) -> list[TimedWord]:

@@ -13,7 +13,7 @@ import difflib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from ...model.asr.aligner import TimedWord
+from ...model.asr.aligner import TimedWord, timed_by_length
 
 
 @dataclass(frozen=True)
@@ -36,22 +36,11 @@ def client_word_times(client: Sequence[str], spoken: Sequence[TimedWord]) -> lis
                 TimedWord(word, s.start, s.end) for word, s in zip(words, spoken[spoken_first:spoken_last], strict=True)
             ]
         elif tag == "replace":
-            timed += _shared(words, spoken[spoken_first].start, spoken[spoken_last - 1].end)
+            timed += timed_by_length(words, spoken[spoken_first].start, spoken[spoken_last - 1].end)
         elif tag == "delete":  # not spoken: no time, where it stands
             at = timed[-1].end if timed else (spoken[spoken_first].start if spoken_first < len(spoken) else 0.0)
             timed += [TimedWord(word, at, at) for word in words]
         # "insert": spoken words the client did not write (a normaliser's expansion beside equal words) are skipped
-    return timed
-
-
-def _shared(words: Sequence[str], start: float, end: float) -> list[TimedWord]:
-    """`start` to `end` shared by `words` in proportion to their lengths."""
-    total = sum(len(word) for word in words) or 1
-    timed, at = [], start
-    for word in words:
-        following = at + (end - start) * len(word) / total
-        timed.append(TimedWord(word, round(at, 3), round(following, 3)))
-        at = following
     return timed
 
 
