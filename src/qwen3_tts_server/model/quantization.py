@@ -172,12 +172,18 @@ class DynamicInt8Linear(Int8Linear):
             self.packed = torch.ops.quantized.linear_prepack(quantized, None)
 
     def release_codes(self) -> None:
-        """Drop the int8 codes (fbgemm keeps its own packed copy): for a layer whose long prefills do not convert
-        them, because it keeps its dense weights or multiplies every row through fbgemm."""
+        """Drop the int8 codes (fbgemm keeps its own packed copy)."""
         self.weight = None
+
+    @property
+    def converts_codes(self) -> bool:
+        """Whether its long prefills dequantise the codes call by call (a dense product, its weights not kept)."""
+        return self.dense_from_rows is not None and self.dense_weight is None
 
     def keep_dense_weights(self, dtype: torch.dtype) -> None:
         super().keep_dense_weights(dtype)
+        # dropped at once rather than by `release_unused_codes` at the load's end: the load's peak then holds one
+        # layer's codes beside the dense copies, not every layer's
         self.release_codes()
 
     def multiply(self, rows: torch.Tensor) -> torch.Tensor:
@@ -257,10 +263,16 @@ def quantize_talker(talker: nn.Module, mode: str) -> str | None:
     if talker.device.type != "cuda":
         targets += [(owner, name, "int8") for owner, name in head_linears(talker).values()]
     failure = quantize_linears(targets, mode, talker.device, talker.dtype)
-    for module in talker.modules():  # no dense products here: fbgemm's packed copy is all they use
-        if isinstance(module, DynamicInt8Linear):
-            module.release_codes()
+    release_unused_codes(talker)  # no dense products here: fbgemm's packed copy is all they use
     return failure
+
+
+def release_unused_codes(module: nn.Module) -> None:
+    """Drop the int8 codes of every W8A8 layer under `module` that never converts them (`converts_codes`): set up
+    its prefills first."""
+    for layer in module.modules():
+        if isinstance(layer, DynamicInt8Linear) and not layer.converts_codes:
+            layer.release_codes()
 
 
 def quantize_linears(

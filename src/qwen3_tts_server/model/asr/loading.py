@@ -26,12 +26,12 @@ from ..device import cpu_multiplies_bfloat16, parse_device, parse_dtype
 from ..footprint import free_memory_bytes
 from ..layers import fuse_projections
 from ..quantization import (
-    DynamicInt8Linear,
     Int8Linear,
     PackedLinear,
     decoder_linears,
     parse_quantization,
     quantize_linears,
+    release_unused_codes,
 )
 from ..text_tokenizer import TextTokenizer
 from .decoder import AsrDecoder
@@ -160,10 +160,7 @@ def _prepare_dense_prefill(decoder: nn.Module, quantization: str, dtype: torch.d
     float32 one. The int8 layers keep their dense weights between calls if `prefill_weights` says so."""
     dense_dtype = torch.bfloat16 if cpu_multiplies_bfloat16() else None
     layers = [layer for layer in decoder.modules() if isinstance(layer, PackedLinear)]
-    if quantization == "w8a8" and dense_dtype is None:
-        for layer in layers:
-            assert isinstance(layer, DynamicInt8Linear)
-            layer.release_codes()
+    if quantization == "w8a8" and dense_dtype is None:  # fbgemm multiplies every row
         return
     for layer in layers:
         layer.dense_from_rows, layer.dense_dtype = DENSE_FROM_ROWS[dense_dtype], dense_dtype
@@ -230,8 +227,7 @@ def load_asr_checkpoint(
         failure = quantize_linears(targets, quantization, device, dtype)
         if device.type == "cpu" and failure is None:
             _prepare_dense_prefill(thinker.model, quantization, dtype, prefill_weights)
-            if isinstance(thinker.lm_head, DynamicInt8Linear):  # one row a step: never a dense product
-                thinker.lm_head.release_codes()
+            release_unused_codes(thinker)  # the head's too: one row a step, never a dense product
     if cpu_float32:
         if quantization is None and not own_head:  # the head's own float32 copy, to be reordered
             thinker.lm_head = nn.Linear(table.embedding_dim, table.num_embeddings, bias=False, device="meta")
