@@ -21,6 +21,7 @@ from qwen3_tts_server.errors import (
     RequestTimeoutError,
     TranscriptionFailedError,
 )
+from qwen3_tts_server.model.asr.decoding import GreedyRows
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, LiveUtterance, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
@@ -280,3 +281,30 @@ def test_a_failed_prefill_fails_its_part_alone(transcriber, monkeypatch, caplog)
     monkeypatch.undo()
     assert [token.token for token in tokens] == alone(transcriber, healthy)
     assert engine.failure is None and engine.rows.free_slots == 2
+
+
+def test_uploads_whose_prefill_together_fails_are_prefilled_one_by_one(transcriber, monkeypatch):
+    parts = [job(*spec) for spec in PARTS[:3]]
+    calls: list[int] = []
+
+    def faulty(self, prompts, budgets, packed=None):  # a forward of several prompts fails (out of memory, say)
+        calls.append(len(prompts))
+        raise RuntimeError("out of memory")
+
+    monkeypatch.setattr(GreedyRows, "join_many", faulty)
+    engine = RecognitionEngine(transcriber, max_batch_size=3, max_prefills_per_step=3).start()
+
+    async def scenario():
+        with engine._cv:  # the engine thread sees the three at once
+            streams = [engine.submit(part) for part in parts]
+        return await asyncio.gather(*(collect(stream) for stream in streams))
+
+    try:
+        results = asyncio.run(scenario())
+    finally:
+        engine.stop()
+    assert calls == [3], "together once, then each alone"
+    monkeypatch.undo()
+    for part, tokens in zip(parts, results, strict=True):
+        assert [token.token for token in tokens] == alone(transcriber, part)
+    assert engine.failure is None and engine.rows.free_slots == 3

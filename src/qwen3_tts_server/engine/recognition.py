@@ -210,18 +210,16 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
         uploads = [h for h in handles if h.job.prompt is None and not h.job.draft and h.job.temperature == 0]
         rest = [handle for handle in handles if handle not in uploads]
         if len(uploads) > 1:
-            try:
-                prompts = model.embedded_prompts([(h.job.wave, h.job.context, h.job.language) for h in uploads])
-                joined = self.rows.join_many(prompts, [handle.job.budget for handle in uploads])
-            except Exception:  # retried one at a time below, where a faulty request fails alone
-                self._release_orphan_rows()
-                rest += uploads
-            else:
-                for handle, (row, first) in zip(uploads, joined, strict=True):
-                    self._admitted(handle, row, first)
+            self._prefill_together(model, uploads, lambda: self._join_together(model, uploads))
         else:
             rest += uploads
         super()._prefill_many(model, rest)
+
+    def _join_together(self, model: Transcriber, handles: list[_Handle]) -> None:
+        prompts = model.embedded_prompts([(h.job.wave, h.job.context, h.job.language) for h in handles])
+        joined = self.rows.join_many(prompts, [handle.job.budget for handle in handles])
+        for handle, (row, first) in zip(handles, joined, strict=True):
+            self._admitted(handle, row, first)
 
     def _step(self) -> None:
         started = time.perf_counter()

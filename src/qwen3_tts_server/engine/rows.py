@@ -583,6 +583,25 @@ class RowEngine(ABC, Generic[J, H]):
                 self._release_orphan_rows()
                 handle.deliver(self._typed(exc, "a prefill failed"))
 
+    def _prefill_together(self, model, handles: list[H], together: Callable[[], None]) -> bool:
+        """Run `together`, a prefill of `handles` at once; should it fail, the rows it took are freed and each is
+        prefilled alone (`_prefill_many`), so that a request that cannot be prefilled fails alone. Whether it ran."""
+        try:
+            together()
+        except Exception as exc:
+            for handle in handles:  # admitted before it failed
+                if handle.row is not None:
+                    self._active.pop(handle.row, None)
+                    handle.row = None
+            self._release_orphan_rows()
+            if len(handles) == 1:
+                handles[0].deliver(self._typed(exc, "a prefill failed"))
+            else:
+                log.info("a prefill of %d requests together failed; prefilling them one by one", len(handles))
+                RowEngine._prefill_many(self, model, handles)
+            return False
+        return True
+
     def _typed(self, exc: Exception, what: str) -> TTSError:
         return typed_error(exc, what, self._failed)
 

@@ -209,9 +209,9 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         handle.clock.resume(now)
 
     def _prefill(self, model: Qwen3TTSModel, handle: _Handle) -> None:
-        self._prefill_together(model, [handle])
+        self._prefill_at_once(model, [handle])
 
-    def _prefill_together(self, model: Qwen3TTSModel, handles: list[_Handle]) -> None:
+    def _prefill_at_once(self, model: Qwen3TTSModel, handles: list[_Handle]) -> None:
         """Give every one of `handles` a row in one forward."""
         asked = [
             model.row_request(h.job.input, h.job.params, h.job.max_frames, h.job.suppress_eos, self.max_frames_cap)
@@ -230,21 +230,8 @@ class Engine(RowEngine[SpeechJob, _Handle]):
             super()._prefill_many(model, handles)
             return
         started = time.perf_counter()
-        try:
-            self._prefill_together(model, handles)
-        except Exception as exc:
-            for handle in handles:
-                if handle.row is not None:
-                    del self._active[handle.row]
-                    handle.row = None
-            self._release_orphan_rows()
-            if len(handles) == 1:
-                handles[0].deliver(self._typed(exc, "a prefill failed"))
-            else:
-                log.info("a prefill of %d requests together failed; prefilling them one by one", len(handles))
-                super()._prefill_many(model, handles)
-            return
-        self.pace.observe_prompts(time.perf_counter() - started, len(handles))
+        if self._prefill_together(model, handles, lambda: self._prefill_at_once(model, handles)):
+            self.pace.observe_prompts(time.perf_counter() - started, len(handles))
 
     def _outlooks(self) -> list[Outlook]:
         """The stepping rows as the deadline scheduler sees them."""
