@@ -128,45 +128,24 @@ def main() -> None:
     runs: dict[str, list[dict]] = {"off": [], "on": []}
     with tempfile.TemporaryDirectory() as folder:
         directory = make_asr_test_model(Path(folder) / "asr", size=args.size, model_type="asr", seed=0)
+
+        def child(mode: str, *options: str) -> dict:
+            """One run in a fresh process: its report, also printed."""
+            command = [sys.executable, __file__, "--child", mode, "--directory", str(directory)]
+            command += ["--variant", args.variant, "--seconds", str(args.seconds), *options]
+            output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            found = json.loads(output.strip().splitlines()[-1])
+            print(f"{mode}: {found}", file=sys.stderr, flush=True)
+            return found
+
         for index in range(args.rounds):
             for mode in ("off", "on") if index % 2 == 0 else ("on", "off"):
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    mode,
-                    "--directory",
-                    str(directory),
-                    "--variant",
-                    args.variant,
-                    "--seconds",
-                    str(args.seconds),
-                    "--tokens",
-                    str(args.tokens),
-                ]
-                output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-                runs[mode].append(json.loads(output.strip().splitlines()[-1]))
-                print(f"{mode}: {runs[mode][-1]}", file=sys.stderr, flush=True)
-        steps = []
-        for rows in args.step_rows:
-            for mode in ("steps-on", "steps-off"):
-                command = [
-                    sys.executable,
-                    __file__,
-                    "--child",
-                    mode,
-                    "--directory",
-                    str(directory),
-                    "--variant",
-                    args.variant,
-                    "--seconds",
-                    str(args.seconds),
-                    "--rows",
-                    str(rows),
-                ]
-                output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
-                steps.append({"rows": rows, **json.loads(output.strip().splitlines()[-1])})
-                print(f"{mode}: {steps[-1]}", file=sys.stderr, flush=True)
+                runs[mode].append(child(mode, "--tokens", str(args.tokens)))
+        steps = [
+            {"rows": rows, **child(mode, "--rows", str(rows))}
+            for rows in args.step_rows
+            for mode in ("steps-on", "steps-off")
+        ]
     medians = {
         mode: {
             f"{count}": {key: statistics.median(run[f"{count}"][key] for run in done) for key in done[0][f"{count}"]}
