@@ -7,7 +7,7 @@ root (tools/asr_oracle_venv.sh DIR):
 
     DIR/bin/python benchmarks/asr_speed_vs_official.py [--size 0.6b | --model DIR] [--seconds 30] [--tokens 100]
         [--concurrency 1 8] [--variants float32 bfloat16 int8 int4] [--device cpu | cuda] [--official-dtype D]
-        [--out FILE]
+        [--huge-pages auto | off] [--out FILE]
 
 On CUDA (the GPU check's step i) ours encodes and prefills the clips together and replays the token step from CUDA
 graphs, and the official package runs in bfloat16 unless --official-dtype says otherwise; where it cannot be
@@ -37,12 +37,17 @@ import torch  # noqa: E402
 from qwen3_tts_server.bench.asr import SAMPLE_RATE, VARIANTS, bench_clips, held_open  # noqa: E402
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint  # noqa: E402
 from qwen3_tts_server.model.asr.transcriber import Transcriber  # noqa: E402
+from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_mode  # noqa: E402
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
 
 
-def time_ours(directory: Path, variant: str, clips: list, tokens: int, concurrency: list[int], device: str) -> dict:
+def time_ours(
+    directory: Path, variant: str, clips: list, tokens: int, concurrency: list[int], device: str, huge_pages: str
+) -> dict:
     dtype, quantize = VARIANTS[variant]
     transcriber = Transcriber(load_asr_checkpoint(directory, device, dtype, quantize))
+    if huge_pages == "auto" and device == "cpu" and huge_pages_mode() in ("madvise", "always"):  # as the server
+        collapse_into_huge_pages()
     held_open(transcriber, [clips[0][: SAMPLE_RATE * 2]], 4)  # warm-up: first calls of every kernel
     timings = {}
     for count in concurrency:
@@ -88,6 +93,7 @@ def main() -> None:
     parser.add_argument("--variants", nargs="*", default=list(VARIANTS), choices=list(VARIANTS))  # none: official only
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "asr_speed_vs_official.json")
     parser.add_argument("--device", default="cpu", choices=("cpu", "cuda"))
+    parser.add_argument("--huge-pages", default="auto", choices=("auto", "off"), help="ours, as HUGE_PAGES")
     parser.add_argument("--official-dtype", choices=("float32", "bfloat16"), help="default: bfloat16 on CUDA")
     args = parser.parse_args()
     official_dtype = args.official_dtype or ("bfloat16" if args.device == "cuda" else "float32")
@@ -101,7 +107,7 @@ def main() -> None:
             failures["official"] = f"{type(exc).__name__}: {exc}"[-2000:]
             official = {}
         ours = {
-            variant: time_ours(directory, variant, clips, args.tokens, args.concurrency, args.device)
+            variant: time_ours(directory, variant, clips, args.tokens, args.concurrency, args.device, args.huge_pages)
             for variant in args.variants
         }
     rows = []
@@ -119,6 +125,7 @@ def main() -> None:
         "machine": f"{platform.machine()} {platform.processor() or ''}".strip(),
         "device": torch.cuda.get_device_name() if args.device == "cuda" else "cpu",
         "official_dtype": official_dtype,
+        "huge_pages": args.huge_pages,
         "official_failure": failures.get("official"),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,

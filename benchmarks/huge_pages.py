@@ -31,16 +31,11 @@ from qwen3_tts_server.bench.asr import SAMPLE_RATE, VARIANTS, bench_clips, held_
 from qwen3_tts_server.model.asr.decoding import GreedyRows  # noqa: E402
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint  # noqa: E402
 from qwen3_tts_server.model.asr.transcriber import Transcriber  # noqa: E402
-from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_mode  # noqa: E402
+from qwen3_tts_server.resources import collapse_into_huge_pages, huge_page_bytes, huge_pages_mode  # noqa: E402
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
 
 OUT = ROOT / "benchmarks" / "results" / "huge_pages.json"
 CONCURRENCY = (1, 4)
-
-
-def huge_bytes() -> int:
-    with open("/proc/self/smaps_rollup") as rollup:
-        return next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("AnonHugePages:"))
 
 
 def one_run(directory: Path, variant: str, huge: bool, seconds: float, tokens: int) -> dict:
@@ -56,7 +51,7 @@ def one_run(directory: Path, variant: str, huge: bool, seconds: float, tokens: i
         "huge_pages": huge,
         "collapsed_gib": round(collapsed / 2**30, 2),
         "collapse_s": round(collapse_seconds, 2),
-        "anon_huge_gib": round(huge_bytes() / 2**30, 2),
+        "anon_huge_gib": round((huge_page_bytes() or 0) / 2**30, 2),
     }
     for count in CONCURRENCY:
         clips = bench_clips(count, seconds)

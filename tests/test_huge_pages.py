@@ -11,7 +11,12 @@ import torch
 
 from qwen3_tts_server import resources
 from qwen3_tts_server.config import Settings
-from qwen3_tts_server.resources import collapse_into_huge_pages, dense_anonymous_mappings, huge_pages_mode
+from qwen3_tts_server.resources import (
+    collapse_into_huge_pages,
+    dense_anonymous_mappings,
+    huge_page_bytes,
+    huge_pages_mode,
+)
 from qwen3_tts_server.server import build_registry, collapse_in_background
 
 can_collapse = pytest.mark.skipif(
@@ -46,6 +51,7 @@ def test_a_dense_tensor_moves_into_huge_pages_with_its_contents_unchanged():
     held = mapping_of(weights.data_ptr())
     assert collapsed >= 16 << 20
     assert held["AnonHugePages"] >= 16 << 20  # the whole 2 MiB pages inside it
+    assert huge_page_bytes() >= held["AnonHugePages"]  # what /health's memory.huge_page_bytes says
     assert torch.equal(weights, before)
 
 

@@ -67,6 +67,15 @@ def huge_pages_mode() -> str | None:
     return text[start + 1 : end] if 0 <= start < end else None
 
 
+def huge_page_bytes() -> int | None:
+    """How much of this process's memory is in transparent huge pages (Linux /proc; None elsewhere)."""
+    try:
+        with open("/proc/self/smaps_rollup") as rollup:
+            return next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("AnonHugePages:"))
+    except (OSError, ValueError, StopIteration):
+        return None
+
+
 def dense_anonymous_mappings(smaps: str = "/proc/self/smaps") -> list[tuple[int, int]]:
     """(start, end) of this process's private writable anonymous mappings of at least `MIN_COLLAPSED_MAPPING` bytes
     that are at least `MIN_RESIDENT_SHARE` resident."""
