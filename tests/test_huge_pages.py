@@ -12,10 +12,11 @@ import torch
 from qwen3_tts_server import resources
 from qwen3_tts_server.config import Settings
 from qwen3_tts_server.resources import (
+    anonymous_mappings,
     collapse_into_huge_pages,
-    dense_anonymous_mappings,
     huge_page_bytes,
     huge_pages_mode,
+    resident_windows,
 )
 from qwen3_tts_server.server import build_registry, collapse_in_background
 
@@ -51,41 +52,48 @@ def test_a_dense_tensor_moves_into_huge_pages_with_its_contents_unchanged():
     held = mapping_of(weights.data_ptr())
     assert collapsed >= 16 << 20
     assert held["AnonHugePages"] >= 16 << 20  # the whole 2 MiB pages inside it
-    assert huge_page_bytes() >= held["AnonHugePages"]  # what /health's memory.huge_page_bytes says
+    assert huge_page_bytes() >= held["AnonHugePages"]
     assert torch.equal(weights, before)
 
 
 @can_collapse
 def test_a_sparse_mapping_stays_sparse():
-    """A large reservation barely touched is not made resident (collapsing fills a huge page's unwritten part)."""
+    """A large reservation barely touched is not made resident (collapsing would fill a huge page's unwritten part):
+    only windows whose every page is resident are collapsed."""
     reserved = mmap.mmap(-1, 64 << 20, flags=mmap.MAP_PRIVATE | mmap.MAP_ANONYMOUS)
     reserved[: 1 << 20] = b"\1" * (1 << 20)
     address = ctypes.addressof(ctypes.c_char.from_buffer(reserved))
     collapse_into_huge_pages()
     held = mapping_of(address)
     assert held["Rss"] <= 2 << 20 and held.get("AnonHugePages", 0) == 0
-    assert (address, address + (64 << 20)) not in dense_anonymous_mappings()
 
 
-def test_only_large_resident_private_anonymous_mappings_are_chosen(tmp_path):
-    size = resources.MIN_COLLAPSED_MAPPING
-    mappings = [  # (header, resident bytes, chosen)
-        (f"{0x10000000:x}-{0x10000000 + size:x} rw-p 00000000 00:00 0 ", size, True),
-        (f"{0x20000000:x}-{0x20000000 + 4 * size:x} rw-p 00000000 00:00 0 [heap]", 4 * size, True),
-        (f"{0x30000000:x}-{0x30000000 + size:x} rw-p 00000000 00:00 0 ", size // 2, False),  # sparse
-        (f"{0x40000000:x}-{0x40000000 + size // 2:x} rw-p 00000000 00:00 0 ", size // 2, False),  # small
-        (f"{0x50000000:x}-{0x50000000 + size:x} rw-s 00000000 00:01 0 /dev/zero (deleted)", size, False),  # shared
-        (f"{0x60000000:x}-{0x60000000 + size:x} r--p 00000000 00:00 0 ", size, False),  # read-only
-        (f"{0x70000000:x}-{0x70000000 + size:x} rw-p 00001000 08:01 4242 /usr/lib/x.so", size, False),  # a file's
-        (f"{0x80000000:x}-{0x80000000 + size:x} rw-p 00000000 00:00 0 [stack]", size, False),
+def test_only_private_writable_anonymous_mappings_are_read(tmp_path):
+    size = resources.HUGE_PAGE
+    mappings = [  # (line, chosen)
+        (f"{0x10000000:x}-{0x10000000 + size:x} rw-p 00000000 00:00 0 ", True),
+        (f"{0x20000000:x}-{0x20000000 + 4 * size:x} rw-p 00000000 00:00 0                          [heap]", True),
+        (f"{0x40000000:x}-{0x40000000 + size // 2:x} rw-p 00000000 00:00 0 ", False),  # smaller than a huge page
+        (f"{0x50000000:x}-{0x50000000 + size:x} rw-s 00000000 00:01 7 /dev/zero (deleted)", False),  # shared
+        (f"{0x60000000:x}-{0x60000000 + size:x} r--p 00000000 00:00 0 ", False),  # read-only
+        (f"{0x70000000:x}-{0x70000000 + size:x} rw-p 00001000 08:01 4242 /usr/lib/x.so", False),  # a file's
+        (f"{0x80000000:x}-{0x80000000 + size:x} rw-p 00000000 00:00 0                          [stack]", False),
     ]
-    smaps = tmp_path / "smaps"
-    lines = [
-        f"{header}\nSize: {size // 1024} kB\nRss: {rss // 1024} kB\nVmFlags: rd wr mr\n" for header, rss, _ in mappings
-    ]
-    smaps.write_text("".join(lines))
-    expected = [int(h.split()[0].split("-")[0], 16) for h, _, chosen in mappings if chosen]
-    assert [start for start, _ in dense_anonymous_mappings(str(smaps))] == expected
+    maps = tmp_path / "maps"
+    maps.write_text("".join(f"{line}\n" for line, _ in mappings))
+    expected = [int(line.split("-")[0], 16) for line, chosen in mappings if chosen]
+    assert [start for start, _ in anonymous_mappings(str(maps))] == expected
+
+
+def test_only_whole_resident_huge_page_windows_are_collapsed():
+    huge, pages = resources.HUGE_PAGE, resources.HUGE_PAGE // resources.PAGE
+    start = 10 * huge + 5 * resources.PAGE  # not aligned: the first whole window begins at 11 huge pages
+    end = 16 * huge
+    residency = bytearray([1]) * ((end - start) // resources.PAGE)
+    window = lambda index: (index * huge - start) // resources.PAGE  # noqa: E731
+    residency[window(13) + 7] = 0  # one page of the third window not resident
+    residency[window(14) : window(14) + pages] = bytes([0x81]) * pages  # the low bit alone says resident
+    assert resident_windows(start, end, bytes(residency)) == [(11 * huge, 13 * huge), (14 * huge, 16 * huge)]
 
 
 def test_models_on_a_cpu_collapse_after_loading_unless_turned_off(both_families):

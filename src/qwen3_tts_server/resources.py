@@ -46,14 +46,12 @@ def os_threads() -> int | None:
 # 0.6B recogniser in w8a8: 0.6 GB, 150,000 pages of 4 KiB, each a TLB miss; 300 pages of 2 MiB). Linux backs memory
 # with huge pages only where a program asks, in the transparent_hugepage mode most distributions ship ("madvise"),
 # and neither PyTorch's allocator nor fbgemm's packed weights ask. MADV_COLLAPSE (Linux 6.1) moves resident pages
-# into huge ones in place, their contents unchanged.
+# into huge ones in place, their contents unchanged, whatever that mode (unless "never"), without marking the mapping:
+# what is allocated later is not affected.
 THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
+PAGE = 4096
 HUGE_PAGE = 2 << 20
-MADV_HUGEPAGE, MADV_COLLAPSE = 14, 25
-# Only mappings this large and this fully resident: weights and caches, never a sparse reservation that collapsing
-# would make resident.
-MIN_COLLAPSED_MAPPING = 8 << 20
-MIN_RESIDENT_SHARE = 0.9
+MADV_COLLAPSE = 25
 
 
 def huge_pages_mode() -> str | None:
@@ -68,7 +66,8 @@ def huge_pages_mode() -> str | None:
 
 
 def huge_page_bytes() -> int | None:
-    """How much of this process's memory is in transparent huge pages (Linux /proc; None elsewhere)."""
+    """How much of this process's memory is in transparent huge pages (Linux /proc; None elsewhere). The kernel walks
+    every mapping for it: tens of milliseconds in a process holding a model, so not for a probe."""
     try:
         with open("/proc/self/smaps_rollup") as rollup:
             return next(int(line.split()[1]) * 1024 for line in rollup if line.startswith("AnonHugePages:"))
@@ -76,40 +75,52 @@ def huge_page_bytes() -> int | None:
         return None
 
 
-def dense_anonymous_mappings(smaps: str = "/proc/self/smaps") -> list[tuple[int, int]]:
-    """(start, end) of this process's private writable anonymous mappings of at least `MIN_COLLAPSED_MAPPING` bytes
-    that are at least `MIN_RESIDENT_SHARE` resident."""
-    found, current = [], None
-    with open(smaps) as lines:
+def anonymous_mappings(maps: str = "/proc/self/maps") -> list[tuple[int, int]]:
+    """(start, end) of this process's private writable anonymous mappings (its heap included) of a huge page or more."""
+    found = []
+    with open(maps) as lines:
         for line in lines:
-            fields = line.split()
-            if "-" in fields[0] and len(fields) >= 5:  # a mapping's header: range perms offset dev inode [name]
-                start, end = (int(part, 16) for part in fields[0].split("-"))
-                anonymous = fields[4] == "0" and (len(fields) == 5 or fields[5] == "[heap]")
-                current = (start, end) if anonymous and fields[1].startswith("rw") and fields[1][3] == "p" else None
-            elif fields[0] == "Rss:" and current is not None:
-                start, end = current
-                if end - start >= MIN_COLLAPSED_MAPPING and int(fields[1]) * 1024 >= MIN_RESIDENT_SHARE * (end - start):
-                    found.append(current)
-                current = None
+            fields = line.split()  # range perms offset dev inode [name]
+            start, end = (int(part, 16) for part in fields[0].split("-"))
+            anonymous = fields[4] == "0" and (len(fields) == 5 or fields[5] == "[heap]")
+            if anonymous and fields[1].startswith("rw") and fields[1][3] == "p" and end - start >= HUGE_PAGE:
+                found.append((start, end))
     return found
 
 
+def resident_windows(start: int, end: int, residency: bytes) -> list[tuple[int, int]]:
+    """The runs of whole huge-page windows inside [start, end) whose every page is resident, from `residency` (one
+    byte a page from `start`, as mincore gives it: the low bit set where resident). Collapsing only those makes no
+    memory resident that was not."""
+    runs: list[tuple[int, int]] = []
+    window = -(-start // HUGE_PAGE) * HUGE_PAGE
+    pages = HUGE_PAGE // PAGE
+    while window + HUGE_PAGE <= end:
+        first = (window - start) // PAGE
+        if all(byte & 1 for byte in residency[first : first + pages]):
+            if runs and runs[-1][1] == window:
+                runs[-1] = (runs[-1][0], window + HUGE_PAGE)
+            else:
+                runs.append((window, window + HUGE_PAGE))
+        window += HUGE_PAGE
+    return runs
+
+
 def collapse_into_huge_pages() -> tuple[int, int]:
-    """Back the process's large resident anonymous mappings (`dense_anonymous_mappings`) with huge pages, from now
-    on (MADV_HUGEPAGE: what they grow by) and for what they hold (MADV_COLLAPSE): the bytes collapsed, and those that
-    could not be (no huge page free, a mapping gone meanwhile). Slow (seconds per gigabyte): call it off the serving
-    path."""
-    madvise = ctypes.CDLL(None, use_errno=True).madvise
-    madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    """Move the fully resident huge-page windows of the process's anonymous mappings (`resident_windows`) into huge
+    pages (MADV_COLLAPSE): the bytes collapsed, and those that could not be (no huge page free, a mapping gone
+    meanwhile). Slow (seconds per gigabyte): call it off the serving path."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
     collapsed = failed = 0
-    for start, end in dense_anonymous_mappings():
-        first, last = -(-start // HUGE_PAGE) * HUGE_PAGE, end // HUGE_PAGE * HUGE_PAGE
-        if last <= first:
+    for start, end in anonymous_mappings():
+        residency = (ctypes.c_ubyte * ((end - start) // PAGE))()
+        if libc.mincore(start, end - start, residency) != 0:  # gone meanwhile
             continue
-        madvise(first, last - first, MADV_HUGEPAGE)
-        if madvise(first, last - first, MADV_COLLAPSE) == 0:
-            collapsed += last - first
-        else:
-            failed += last - first
+        for first, last in resident_windows(start, end, bytes(residency)):
+            if libc.madvise(first, last - first, MADV_COLLAPSE) == 0:
+                collapsed += last - first
+            else:
+                failed += last - first
     return collapsed, failed

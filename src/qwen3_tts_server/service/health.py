@@ -12,7 +12,7 @@ from .. import __version__
 from ..engine.recognition import RecognitionEngine
 from ..engine.registry import HostedModel
 from ..engine.synthesis import Engine
-from ..resources import huge_page_bytes, open_descriptors, os_threads, resident_memory_bytes
+from ..resources import open_descriptors, os_threads, resident_memory_bytes
 from ..text.frontend import text_cache_entries
 from .loaded_model import LoadedModel, gpu_memory
 from .speech.audio_cache import AudioCache
@@ -77,8 +77,7 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
     graphs = (
         generator.graphs_state if generator is not None else decoding.graphs_state if decoding is not None else None
     )
-    # huge_page_bytes: of it, in transparent huge pages (HUGE_PAGES moves a CPU model's weights there after a load)
-    memory: dict[str, int | None] = {"rss_bytes": resident_memory_bytes(), "huge_page_bytes": huge_page_bytes()}
+    memory: dict[str, int | None] = {"rss_bytes": resident_memory_bytes()}
     gpu = gpu_memory(model)
     if gpu is not None:
         memory["gpu_allocated_bytes"], memory["gpu_reserved_bytes"] = gpu
