@@ -10,6 +10,10 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # The recognisers the tests host stay in float32, the precision their parity fixtures were recorded in: QUANTIZE's
 # default (auto) would quantise a transcriber on a CPU. Tests of that default set QUANTIZE=auto themselves.
 os.environ.setdefault("QUANTIZE", "none")
+# Nor do the servers the tests start move their process's memory into huge pages after each load (HUGE_PAGES' default
+# on a CPU): seconds of kernel work over a test worker's whole memory, beside timed probes. tests/test_huge_pages.py
+# runs it itself.
+os.environ.setdefault("HUGE_PAGES", "off")
 # Parallel workers (pytest-xdist) share the cores: each takes its share as torch threads rather than all of them
 # (OpenMP threads waiting for work spin against the other workers'), and the servers a test starts inherit it.
 if workers := os.environ.get("PYTEST_XDIST_WORKER_COUNT"):

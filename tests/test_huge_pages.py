@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import ctypes
+import logging
 import mmap
 import sys
+import time
 
 import pytest
 import torch
@@ -102,5 +104,23 @@ def test_models_on_a_cpu_collapse_after_loading_unless_turned_off(both_families)
         registry = build_registry(config, "cpu", "float32", False)
         return [model.manager.on_ready for model in registry.hosted + registry.recognizers]
 
-    assert all(collapse_in_background in on_ready for on_ready in listeners())
+    assert all(collapse_in_background in on_ready for on_ready in listeners(huge_pages="auto"))
     assert not any(collapse_in_background in on_ready for on_ready in listeners(huge_pages="off"))
+
+
+@can_collapse
+def test_the_collapse_after_a_load_runs_beside_and_says_how_much(caplog):
+    weights = torch.randn(8 << 20)  # 32 MiB of a model's weights
+
+    def said() -> list[str]:
+        return [record.getMessage() for record in caplog.records if record.getMessage().startswith("huge pages:")]
+
+    with caplog.at_level(logging.INFO, logger="qwen3_tts_server.server"):
+        collapse_in_background()  # returns at once: the thread says when it is done
+        waited = time.monotonic() + 60
+        while not said() and time.monotonic() < waited:
+            time.sleep(0.05)
+    (line,) = said()
+    moved = float(line.split()[2])
+    assert moved >= 16 / 1024 and " GiB moved into 2 MiB pages in " in line
+    assert mapping_of(weights.data_ptr())["AnonHugePages"] >= 16 << 20
