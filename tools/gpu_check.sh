@@ -8,8 +8,8 @@
 #     KIT_DIR=/tmp/kit KIT_PYTHON_VERSION=3.11 bash tools/gpu_kit.sh
 #     PYTHON=.venv/bin/python OUT=/tmp/gpu-check-out bash tools/gpu_check.sh --dry-run --kit /tmp/kit
 #
-# Options: --dry-run, --kit DIR (default .whl), --budget SECONDS (default 500; 300 with --dry-run, whose ~90 s
-# a busy CI machine more than doubles: it once skipped the profile at 115 s); after --,
+# Options: --dry-run, --kit DIR (default .whl), --budget SECONDS (default 500; 600 with --dry-run, whose steps take
+# ~255 s on a 2-core machine and more on a busy CI one: at 300 it once timed out step i after 278 s); after --,
 # options of tools/gpu_check.py (--steps streams profile ...: which steps, in that order; --peers faster: which peers).
 set -euo pipefail
 cd "$(dirname "$(readlink -f "$0")")/.."  # the repository root
@@ -28,7 +28,7 @@ while (($#)); do
   esac
   shift
 done
-budget=${budget:-$([[ -n $dry_run ]] && echo 300 || echo 500)}
+budget=${budget:-$([[ -n $dry_run ]] && echo 600 || echo 500)}
 python=${PYTHON:-python3}
 out=${OUT:?set OUT to the folder for the results}
 site=${GPU_CHECK_SITE:-/tmp/gpu-check-site}
