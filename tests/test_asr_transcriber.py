@@ -10,6 +10,7 @@ import json
 import numpy as np
 import pytest
 import torch
+from torch import nn
 
 from asr_cases import (
     ASR_CHECKPOINTS,
@@ -23,10 +24,12 @@ from asr_cases import (
 )
 from qwen3_tts_server.audio.decoding import decode_audio
 from qwen3_tts_server.errors import CheckpointError, ConfigurationError, InvalidInputError
+from qwen3_tts_server.model.asr import loading as asr_loading
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.mel import model_wave
 from qwen3_tts_server.model.asr.transcriber import Transcriber
 from qwen3_tts_server.model.asr.word_split import WordSplitter
+from qwen3_tts_server.model.cpu_linear import PrepackedLinear, RowwiseLinear
 from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
 from qwen3_tts_server.model.quantization import DynamicInt8Linear, Int8Linear, PackedLinear
 from qwen3_tts_server.testing.random_asr_checkpoint import asr_token_id, make_asr_test_model
@@ -121,8 +124,10 @@ def test_word_timestamps_are_the_official_ones(checkpoint_dirs, clips, tmp_path,
     ]
 
 
-def test_a_sharded_checkpoint_loads_as_the_whole_one(checkpoint_dirs, tmp_path):
+def test_a_sharded_checkpoint_loads_as_the_whole_one(checkpoint_dirs, tmp_path, monkeypatch):
     from safetensors.torch import load_file, save_file
+
+    monkeypatch.setattr(asr_loading, "cpu_multiplies_bfloat16", lambda: False)  # bfloat16 layers left plain
 
     whole = checkpoint_dirs["asr_small"]
     sharded = tmp_path / "sharded"
@@ -142,6 +147,28 @@ def test_a_sharded_checkpoint_loads_as_the_whole_one(checkpoint_dirs, tmp_path):
         mine, theirs = getattr(one, module).state_dict(), getattr(other, module).state_dict()
         assert mine.keys() == theirs.keys() and all(torch.equal(mine[key], theirs[key]) for key in mine)
     assert one.head.weight.data_ptr() != one.decoder.embed_tokens.weight.data_ptr()  # its own head
+
+
+@pytest.mark.skipif(not cpu_multiplies_bfloat16(), reason="bfloat16 layers are reordered where the CPU multiplies it")
+def test_bfloat16_layers_are_reordered_but_a_tied_head(checkpoint_dirs, clips):
+    """On a CPU with bfloat16 instructions the encoder's (and an untied head's) layers are reordered for oneDNN
+    (`model/cpu_linear.py`); a head tied to the embedding table stays the table. The transcript is the plain
+    layers' one."""
+    for name, tied in (("asr", True), ("asr_small", False)):
+        checkpoint = load_asr_checkpoint(checkpoint_dirs[name], dtype="bfloat16")
+        kinds = {type(module) for module in checkpoint.encoder.modules()}
+        assert nn.Linear not in kinds and kinds & {PrepackedLinear, RowwiseLinear}
+        assert isinstance(checkpoint.head, nn.Linear) == tied
+        if tied:
+            assert checkpoint.head.weight is checkpoint.decoder.embed_tokens.weight
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(asr_loading, "cpu_multiplies_bfloat16", lambda: False)
+        plain = load_asr_checkpoint(checkpoint_dirs["asr"], dtype="bfloat16")
+    assert nn.Linear in {type(module) for module in plain.encoder.modules()}
+    wave = clips["ref_16k_mono.wav"]
+    reordered = load_asr_checkpoint(checkpoint_dirs["asr"], dtype="bfloat16")
+    (want,), (got,) = (Transcriber(model).transcribe([wave], max_new_tokens=8) for model in (plain, reordered))
+    assert got.text == want.text and got.tokens == 8
 
 
 def test_a_checkpoint_of_another_kind_is_refused_with_its_reason(checkpoint_dirs, tmp_path):

@@ -1,6 +1,6 @@
-"""Float32 linear layers made batch-invariant (reordered for oneDNN, or row by row when small) give the plain layers'
-outputs (to the last bits), skip what they are told to, put everything back when the operators fail, and give a
-row the same bits alone and beside any others."""
+"""Float32 and bfloat16 linear layers made batch-invariant (reordered for oneDNN, or row by row when small) give the
+plain layers' outputs (to the last bits), skip what they are told to, put everything back when the operators fail,
+and give a row the same bits alone and beside any others."""
 
 from __future__ import annotations
 
@@ -19,25 +19,39 @@ def model() -> nn.Module:
     )
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 @pytest.mark.parametrize("rows", [1, 8, 405])
-def test_reordered_layers_give_the_plain_outputs(rows):
-    plain = model()
-    reordered = model()
-    reordered[3].double()  # not float32: left as it is
-    assert prepack_linears(reordered) is None
+def test_reordered_layers_give_the_plain_outputs(rows, dtype):
+    plain = model().to(dtype)
+    reordered = model().to(dtype)
+    reordered[3].double()  # not the dtype asked for: left as it is
+    skipped = reordered[2][0]
+    assert prepack_linears(reordered, dtype, skip=(skipped,)) is None
     assert [type(layer).__name__ for layer in (reordered[0], reordered[2][0], reordered[3])] == [
-        "PrepackedLinear", "RowwiseLinear", "Linear",
+        "PrepackedLinear", "Linear", "Linear",
     ]  # fmt: skip
+    assert reordered[2][0] is skipped
+    reordered[2][0] = plain[2][0]
+    assert prepack_linears(reordered, dtype) is None and isinstance(reordered[2][0], RowwiseLinear)
     plain[3].double()
-    x = torch.randn(2, rows, 1024)
+    x = torch.randn(2, rows, 1024).to(dtype)
     with torch.inference_mode():
         want, got = plain[:3](x), reordered[:3](x)
         assert torch.equal(plain[3](want.double()), reordered[3](want.double()))
-    assert got.shape == want.shape and torch.allclose(got, want, rtol=1e-5, atol=1e-5)
+    tolerance = 1e-5 if dtype == torch.float32 else 2e-2
+    assert got.shape == want.shape and torch.allclose(got, want, rtol=tolerance, atol=tolerance)
+
+
+@pytest.fixture
+def unchecked_operators():
+    """The operators' check (made once per dtype) forgotten before and after the test."""
+    cpu_linear.operators_failure.cache_clear()
+    yield
+    cpu_linear.operators_failure.cache_clear()
 
 
 @pytest.mark.parametrize("fault", ["missing", "wrong"])
-def test_a_missing_or_wrong_operator_leaves_every_layer_as_it_was(monkeypatch, caplog, fault):
+def test_a_missing_or_wrong_operator_leaves_every_layer_as_it_was(monkeypatch, caplog, fault, unchecked_operators):
     layers = model()
     real = torch.ops.mkldnn._reorder_linear_weight
 
@@ -52,13 +66,20 @@ def test_a_missing_or_wrong_operator_leaves_every_layer_as_it_was(monkeypatch, c
     assert "not reordered" in caplog.text
 
 
-@pytest.mark.parametrize(("kind", "width"), [(PrepackedLinear, 3072), (RowwiseLinear, 256)])
-def test_a_rows_result_is_the_same_alone_and_beside_any_others(kind, width):
+@pytest.mark.parametrize(
+    ("kind", "width", "dtype"),
+    [
+        (PrepackedLinear, 3072, torch.float32),
+        (RowwiseLinear, 256, torch.float32),
+        (PrepackedLinear, 3072, torch.bfloat16),
+    ],
+)
+def test_a_rows_result_is_the_same_alone_and_beside_any_others(kind, width, dtype):
     """Batch invariance: a decode step's row gets the same bits whatever else shares the step (seeded sampling
     depends on it). oneDNN computes a lone row another way, so that layer never runs one alone."""
     torch.manual_seed(0)
-    layer = kind(nn.Linear(width, 256, bias=False))
-    rows = torch.randn(20, width)
+    layer = kind(nn.Linear(width, 256, bias=False).to(dtype))
+    rows = torch.randn(20, width).to(dtype)
     with torch.inference_mode():
         alone = layer(rows[:1])[0]
         for count in range(2, 21):

@@ -85,7 +85,8 @@ def test_w8a8_quantises_each_row_alone_whatever_rows_share_the_call(reduce_range
 
 
 def test_kept_dense_weights_give_the_converted_product():
-    """`keep_dense_weights` stores the dequantised weights a long prefill multiplies; the product is the same."""
+    """`keep_dense_weights` stores the dequantised weights a long prefill multiplies (in bfloat16 in oneDNN's layout);
+    the product is the same."""
     torch.manual_seed(0)
     linear = nn.Linear(256, 96, bias=True)
     pairs = ((None, torch.float32), (torch.bfloat16, torch.float32), (torch.bfloat16, torch.bfloat16))
@@ -97,6 +98,7 @@ def test_kept_dense_weights_give_the_converted_product():
         layer.keep_dense_weights(dtype)
         assert layer.dense_weight is not None and layer.dense_weight.dtype == (dense_dtype or dtype)
         assert "dense_weight" in dict(layer.named_buffers())  # counted by memory budgets
+        assert layer.dense_weight.is_mkldnn == (dense_dtype is not None)  # bfloat16's reordered for oneDNN once
         assert torch.equal(layer(x), converted)
 
 

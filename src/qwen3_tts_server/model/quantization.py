@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from ..errors import ConfigurationError
+from .cpu_linear import multiply_reordered, operators_failure, reorder_weight
 from .device import cpu_has_vnni
 from .layers import DecoderLayer
 
@@ -134,13 +135,21 @@ class Int8Linear(PackedLinear):
         return self.weight.to(self.dense_dtype)
 
     def keep_dense_weights(self, dtype: torch.dtype) -> None:
-        self.dense_weight = self.dequantized(dtype)
+        """Keep W for long prefills; in bfloat16 on a CPU reordered once for oneDNN, which a plain product does on
+        every call (the same bits; `model/cpu_linear.py`)."""
+        weight = self.dequantized(dtype)
+        reorderable = self.dense_dtype == torch.bfloat16 and weight.device.type == "cpu"
+        if reorderable and operators_failure(torch.bfloat16) is None:
+            weight = reorder_weight(weight)
+        self.dense_weight = weight
 
     def dense(self, x: torch.Tensor) -> torch.Tensor:
         weight = self.dense_weight if self.dense_weight is not None else self.dequantized(x.dtype)
         if self.dense_dtype is None:
             return nn.functional.linear(x, weight.to(x.dtype), self.bias)
-        y = nn.functional.linear(x.to(self.dense_dtype), weight).to(x.dtype) * self.scales.to(x.dtype)
+        rows = x.to(self.dense_dtype)
+        y = multiply_reordered(rows, weight) if weight.is_mkldnn else nn.functional.linear(rows, weight)
+        y = y.to(x.dtype) * self.scales.to(x.dtype)
         return y if self.bias is None else y + self.bias
 
 
