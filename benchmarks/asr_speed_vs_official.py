@@ -37,7 +37,7 @@ import torch  # noqa: E402
 from qwen3_tts_server.bench.asr import SAMPLE_RATE, VARIANTS, bench_clips, held_open  # noqa: E402
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint  # noqa: E402
 from qwen3_tts_server.model.asr.transcriber import Transcriber  # noqa: E402
-from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_mode  # noqa: E402
+from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_usable  # noqa: E402
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  # noqa: E402
 
 
@@ -46,7 +46,7 @@ def time_ours(
 ) -> dict:
     dtype, quantize = VARIANTS[variant]
     transcriber = Transcriber(load_asr_checkpoint(directory, device, dtype, quantize))
-    if huge_pages == "auto" and device == "cpu" and huge_pages_mode() in ("madvise", "always"):  # as the server
+    if huge_pages == "auto" and device == "cpu" and huge_pages_usable():  # as the server
         collapse_into_huge_pages()
     held_open(transcriber, [clips[0][: SAMPLE_RATE * 2]], 4)  # warm-up: first calls of every kernel
     timings = {}

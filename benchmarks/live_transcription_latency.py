@@ -37,7 +37,7 @@ from qwen3_tts_server.engine.recognition import RecognitionEngine, load_transcri
 from qwen3_tts_server.model.asr.loading import PREFILL_WEIGHTS
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_mode
+from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_usable
 from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
 
@@ -188,7 +188,7 @@ def main() -> None:
         quantize = None if args.quantize == "none" else args.quantize
         loaded = load_transcriber(directory, "cpu", args.dtype, quantize, prefill_weights=args.prefill_weights)
         transcriber = HeldOpen(loaded.model)
-        if args.huge_pages == "auto" and huge_pages_mode() in ("madvise", "always"):  # as the server does after a load
+        if args.huge_pages == "auto" and huge_pages_usable():  # as the server does after a load
             collapse_into_huge_pages()
         for warm_up in (IncrementalPasses, RecomputedPasses):  # every kernel's first call, before any timing
             one_pass(warm_up(transcriber, "", "English"), call[: 10 * RATE], "", args.tokens)

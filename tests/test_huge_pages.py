@@ -17,13 +17,13 @@ from qwen3_tts_server.resources import (
     anonymous_mappings,
     collapse_into_huge_pages,
     huge_page_bytes,
-    huge_pages_mode,
+    huge_pages_usable,
     resident_windows,
 )
 from qwen3_tts_server.server import build_registry, collapse_in_background
 
 can_collapse = pytest.mark.skipif(
-    sys.platform != "linux" or huge_pages_mode() not in ("madvise", "always"),
+    sys.platform != "linux" or not huge_pages_usable(),
     reason="needs Linux with transparent huge pages in madvise or always mode",
 )
 

@@ -65,6 +65,11 @@ def huge_pages_mode() -> str | None:
     return text[start + 1 : end] if 0 <= start < end else None
 
 
+def huge_pages_usable() -> bool:
+    """Whether the kernel gives transparent huge pages to a process that asks ("madvise" or "always" mode)."""
+    return huge_pages_mode() in ("madvise", "always")
+
+
 def huge_page_bytes() -> int | None:
     """How much of this process's memory is in transparent huge pages (Linux /proc; None elsewhere). The kernel walks
     every mapping for it: tens of milliseconds in a process holding a model, so not for a probe."""

@@ -193,16 +193,17 @@ _COLLAPSING = threading.Lock()  # one collapse at a time: a second finds the fir
 
 
 def collapse_in_background() -> None:
-    """After a model loaded on a CPU: the process's large resident memory moved into huge pages
-    (`resources.collapse_into_huge_pages`, seconds a gigabyte) on a thread of its own, the model serving meanwhile."""
+    """After a model loaded on a CPU: the process's memory that is resident in whole 2 MiB windows moved into huge
+    pages (`resources.collapse_into_huge_pages`, seconds a gigabyte) on a thread of its own, the model serving
+    meanwhile."""
     threading.Thread(target=_collapse, name="huge-pages", daemon=True).start()
 
 
 def _collapse() -> None:
-    from .resources import collapse_into_huge_pages, huge_pages_mode
+    from .resources import collapse_into_huge_pages, huge_pages_mode, huge_pages_usable
 
-    mode = huge_pages_mode()
-    if mode not in ("madvise", "always"):
+    if not huge_pages_usable():
+        mode = huge_pages_mode()
         log.info("huge pages: not used (the kernel's transparent huge page mode is %s)", mode or "unknown")
         return
     with _COLLAPSING:

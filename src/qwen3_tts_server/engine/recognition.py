@@ -210,16 +210,18 @@ class RecognitionEngine(RowEngine[TranscriptionJob, _Handle]):
         uploads = [h for h in handles if h.job.prompt is None and not h.job.draft and h.job.temperature == 0]
         rest = [handle for handle in handles if handle not in uploads]
         if len(uploads) > 1:
-            self._prefill_together(model, uploads, lambda: self._join_together(model, uploads))
+            joined: list[tuple[int, list[Emitted]]] = []
+            # admitted once the prefill has run: a retry one at a time never delivers a first token twice
+            if self._prefill_together(model, uploads, lambda: joined.extend(self._join_together(model, uploads))):
+                for handle, (row, first) in zip(uploads, joined, strict=True):
+                    self._admitted(handle, row, first)
         else:
             rest += uploads
         super()._prefill_many(model, rest)
 
-    def _join_together(self, model: Transcriber, handles: list[_Handle]) -> None:
+    def _join_together(self, model: Transcriber, handles: list[_Handle]) -> list[tuple[int, list[Emitted]]]:
         prompts = model.embedded_prompts([(h.job.wave, h.job.context, h.job.language) for h in handles])
-        joined = self.rows.join_many(prompts, [handle.job.budget for handle in handles])
-        for handle, (row, first) in zip(handles, joined, strict=True):
-            self._admitted(handle, row, first)
+        return self.rows.join_many(prompts, [handle.job.budget for handle in handles])
 
     def _step(self) -> None:
         started = time.perf_counter()
