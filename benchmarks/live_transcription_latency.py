@@ -33,6 +33,7 @@ import soundfile as sf
 import soxr
 
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
+from qwen3_tts_server.bench.asr import HeldOpen
 from qwen3_tts_server.engine.recognition import RecognitionEngine, load_transcriber
 from qwen3_tts_server.model.asr.loading import PREFILL_WEIGHTS
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
@@ -55,12 +56,6 @@ SENTENCES = [
     "The parcel left our warehouse this morning and should arrive tomorrow.",
     "That is great news, thank you very much for your help.",
 ]
-
-
-class HeldOpen(Transcriber):
-    """The transcriber with no stop token: every pass decodes its whole budget."""
-
-    stop_tokens = frozenset()
 
 
 def recorded_call(seconds: float, folder: Path) -> np.ndarray:

@@ -32,10 +32,9 @@ sys.path.insert(0, str(ROOT / "src"))
 
 import torch  # noqa: E402
 
-from qwen3_tts_server.bench.asr import SAMPLE_RATE, bench_clips  # noqa: E402
+from qwen3_tts_server.bench.asr import SAMPLE_RATE, HeldOpen, bench_clips  # noqa: E402
 from qwen3_tts_server.model import quantization  # noqa: E402
 from qwen3_tts_server.model.asr import loading  # noqa: E402
-from qwen3_tts_server.model.asr.decoding import GreedyRows  # noqa: E402
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses  # noqa: E402
 from qwen3_tts_server.model.asr.transcriber import Transcriber  # noqa: E402
 from qwen3_tts_server.model.cpu_linear import PrepackedLinear  # noqa: E402
@@ -44,13 +43,6 @@ from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model  
 
 OUT = ROOT / "benchmarks" / "results" / "reordered_layers.json"
 CHUNK = 2 * SAMPLE_RATE
-
-
-class HeldOpen(Transcriber):
-    """Rows that no stop token ends: every pass decodes its whole budget."""
-
-    def rows(self, slots: int, graphs: bool | None = None) -> GreedyRows:
-        return GreedyRows(self.model.decoder, self.model.head, frozenset(), slots, graphs=graphs)
 
 
 def load(directory: Path, plain: bool) -> Transcriber:

@@ -22,6 +22,12 @@ VARIANTS = {"float32": ("float32", None), "bfloat16": ("bfloat16", None), "int8"
             "w8a8-bfloat16": ("bfloat16", "w8a8")}  # fmt: skip
 
 
+class HeldOpen(Transcriber):
+    """The transcriber with no stop token: every row it makes decodes its whole budget."""
+
+    stop_tokens = frozenset()
+
+
 def bench_clips(count: int, seconds: float) -> list[np.ndarray]:
     """`count` different 16 kHz clips (voices pitched apart)."""
     return [voiced_glide(seconds, SAMPLE_RATE, pitch=110.0 + 17.0 * index) for index in range(count)]
