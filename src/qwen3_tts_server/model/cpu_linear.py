@@ -20,10 +20,10 @@ encoder's 896 x 896; the test checkpoints are all such) computes each row alone 
 took 1.31 s for a block of 104 tokens in float32 where reordered they take 0.49 s.)
 
 In bfloat16 a plain layer goes to oneDNN already, but reorders its weights on every call: on the benchmarks' 2-core
-AMX machine the 0.6B recogniser's audio encoder (blocks of 104 tokens, 896 wide, 18 layers) attended a block in
-205 ms with plain layers and in 82 ms reordered, with the same bits, and a live pass's dense prefill product
-(`reorder_weight`, 127 rows) took 1.3x less. A row's bits are the same in any batch of 2 to 32 rows (past that
-oneDNN may take another kernel; a CPU's decode step holds 8 rows at most).
+AMX machine, with the 0.6B recogniser's layers reordered (its audio encoder's, and its dense prefill weights through
+`reorder_weight`), a live pass's encoding took 1.23x less time and its prefill 1.18x less, with the same bits
+(benchmarks/reordered_layers.py). A row's bits are the same in any batch of 2 to 32 rows (past that oneDNN may take
+another kernel; a CPU's decode step holds 8 rows at most).
 
 The layer uses PyTorch's own oneDNN operators (`mkldnn._reorder_linear_weight`, `mkldnn._linear_pointwise`, what
 its compiler's CPU weight prepacking emits); where they are missing or fail a check on a small layer, the layers
