@@ -3,8 +3,10 @@ the server's voice activity and transcribed by the official streaming algorithm 
 recognition engine beside each other.
 
 The call: sentences spoken by espeak-ng, each followed by a pause, over and over. The model: 0.6B Qwen3-ASR
-random weights (`make-test-model --type asr --size 0.6b`), int8; every pass decodes exactly `--tokens` tokens (no
-stop token ends a row), so every pass does the same work whatever the random model says.
+random weights (`make-test-model --type asr --size 0.6b`), in the server's default precision for a CPU (w8a8,
+bfloat16 activations where the CPU multiplies bfloat16; `--quantize` and `--dtype` choose another); every pass
+decodes exactly `--tokens` tokens (no stop token ends a row), so every pass does the same work whatever the random
+model says.
 
 Figures:
 - per-chunk latency (the chunk's last sample fed, at real time, to its partial out; the partial says where the audio
@@ -34,10 +36,12 @@ import soxr
 
 from qwen3_tts_server.audio.voice_activity import VoiceActivitySettings
 from qwen3_tts_server.bench.asr import HeldOpen
+from qwen3_tts_server.config.models import ModelSettings
 from qwen3_tts_server.engine.recognition import RecognitionEngine, load_transcriber
 from qwen3_tts_server.model.asr.loading import PREFILL_WEIGHTS
 from qwen3_tts_server.model.asr.streaming import IncrementalPasses, RecomputedPasses, StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
+from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
 from qwen3_tts_server.resources import collapse_into_huge_pages, huge_pages_usable
 from qwen3_tts_server.service.recognition.live import LiveSession, LiveTranscript
 from qwen3_tts_server.testing.random_asr_checkpoint import make_asr_test_model
@@ -164,8 +168,12 @@ def _utterance_at(call: np.ndarray, mark: float) -> np.ndarray:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--size", default="0.6b", choices=["tiny", "0.6b"])
-    parser.add_argument("--quantize", default="int8", choices=["none", "int8", "int4", "w8a8"])
-    parser.add_argument("--dtype", default="float32", choices=["float32", "bfloat16"], help="the activations'")
+    parser.add_argument(
+        "--quantize", default="auto", choices=["auto", "none", "int8", "int4", "w8a8"], help="as QUANTIZE"
+    )
+    parser.add_argument(
+        "--dtype", default="auto", choices=["auto", "float32", "bfloat16"], help="the activations', as DTYPE"
+    )
     parser.add_argument("--prefill-weights", default="auto", choices=PREFILL_WEIGHTS, help="as PREFILL_WEIGHTS")
     parser.add_argument("--huge-pages", default="auto", choices=["auto", "off"], help="as HUGE_PAGES")
     parser.add_argument("--tokens", type=int, default=12, help="tokens every pass decodes")
@@ -176,12 +184,14 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args()
     settings = StreamingSettings(max_new_tokens=args.tokens)
+    # as the server resolves QUANTIZE and DTYPE for a transcriber on this CPU
+    precision = ModelSettings(quantize=args.quantize, dtype=args.dtype)
+    dtype, quantize = precision.transcriber_precision("cpu", cpu_multiplies_bfloat16())
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         call = recorded_call(max(args.seconds, args.sweep_seconds) + 30.0, scratch)
         directory = make_asr_test_model(scratch / "asr", size=args.size, model_type="asr", seed=0)
-        quantize = None if args.quantize == "none" else args.quantize
-        loaded = load_transcriber(directory, "cpu", args.dtype, quantize, prefill_weights=args.prefill_weights)
+        loaded = load_transcriber(directory, "cpu", dtype, quantize, prefill_weights=args.prefill_weights)
         transcriber = HeldOpen(loaded.model)
         if args.huge_pages == "auto" and huge_pages_usable():  # as the server does after a load
             collapse_into_huge_pages()
@@ -206,7 +216,7 @@ def main() -> None:
             engine.stop()
     result = {
         "benchmark": "live_transcription_latency",
-        "workload": f"{args.size} random weights, {args.quantize}, {args.dtype} activations, prefill weights "
+        "workload": f"{args.size} random weights, {quantize or 'none'}, {dtype} activations, prefill weights "
         f"{args.prefill_weights}, huge pages {args.huge_pages}, {args.tokens} tokens a "
         "pass, 2 s chunks, sessions fed at real time in 100 ms pieces from an espeak-ng call (sentences and "
         "pauses), Silero VAD",
