@@ -154,8 +154,9 @@ def test_bfloat16_layers_are_reordered_but_a_tied_head(checkpoint_dirs, clips):
     """On a CPU with bfloat16 instructions the encoder's (and an untied head's) layers are reordered for oneDNN
     (`model/cpu_linear.py`); a head tied to the embedding table stays the table. The transcript is the plain
     layers' one."""
+    loaded = {name: load_asr_checkpoint(checkpoint_dirs[name], dtype="bfloat16") for name in ("asr", "asr_small")}
     for name, tied in (("asr", True), ("asr_small", False)):
-        checkpoint = load_asr_checkpoint(checkpoint_dirs[name], dtype="bfloat16")
+        checkpoint = loaded[name]
         kinds = {type(module) for module in checkpoint.encoder.modules()}
         assert nn.Linear not in kinds and kinds & {PrepackedLinear, RowwiseLinear}
         assert isinstance(checkpoint.head, nn.Linear) == tied
@@ -166,7 +167,7 @@ def test_bfloat16_layers_are_reordered_but_a_tied_head(checkpoint_dirs, clips):
         plain = load_asr_checkpoint(checkpoint_dirs["asr"], dtype="bfloat16")
     assert nn.Linear in {type(module) for module in plain.encoder.modules()}
     wave = clips["ref_16k_mono.wav"]
-    reordered = load_asr_checkpoint(checkpoint_dirs["asr"], dtype="bfloat16")
+    reordered = loaded["asr"]
     (want,), (got,) = (Transcriber(model).transcribe([wave], max_new_tokens=8) for model in (plain, reordered))
     assert got.text == want.text and got.tokens == 8
 
