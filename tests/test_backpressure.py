@@ -14,12 +14,14 @@ from dataclasses import replace
 import httpx
 import numpy as np
 import pytest
+import uvicorn
 
-from qwen3_tts_server.engine.jobs import RequestClock
+from qwen3_tts_server.engine.jobs import Audience, RequestClock
 from qwen3_tts_server.errors import RequestTimeoutError
 from qwen3_tts_server.model.step_graphs import SPAN_STEP
 from qwen3_tts_server.model.tts.generation import FrameGenerator
 from qwen3_tts_server.model.tts.prompt import SpeechInput
+from qwen3_tts_server.server import listening_socket
 from qwen3_tts_server.testing.live_server import live_process
 from step_schedule import CHINESE, SHORT
 from test_client_leaves import wait_for
@@ -185,16 +187,63 @@ async def until(condition) -> None:
         await asyncio.sleep(0.01)
 
 
-def test_a_job_its_client_has_not_begun_to_take_runs_on(models):
-    """The next segment of a long text, a WebSocket session's later segments: no row is held for them."""
+def test_a_finished_segment_whose_audio_waits_counts_against_the_next(models):
+    """A long text's first segment ends while its client, stalled, has not taken its audio: that audio still fills
+    the buffer, so the next segment (made ahead) pauses at once, where it used to run to its end with nobody
+    listening (the client had taken nothing of it)."""
     model = models["custom_voice"]
+    limit = round(BUFFER_SECONDS / model.frames_to_seconds(1))
 
     async def scenario(engine):
-        queued = engine.submit(job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=60, suppress_eos=True))
-        await asyncio.wait_for(made(queued, 60), 30)
-        return engine.paused, engine.generator.active
+        steps: list[float] = []
+        engine.add_step_listener(lambda seconds, _: steps.append(seconds))
+        clock = RequestClock(None)
+        first = engine.submit(  # short enough to end before its own audio fills the buffer
+            job_for(model, REQUESTS[0], model.sampling(seed=5), max_frames=limit, suppress_eos=True), clock
+        )
+        following = job_for(model, REQUESTS[1], model.sampling(seed=6), max_frames=60, suppress_eos=True)
+        second = engine.submit(replace(following, continuation=True), clock)
+        taken = await anext(first)
+        await asyncio.wait_for(until(lambda: first._handle.frames_sent == limit and engine.paused == 1), 30)
+        before = len(steps)
+        await asyncio.sleep(0.5)
+        stalled = (len(steps) - before, second._handle.frames_sent)
+        heard = [taken, *[chunk async for chunk in first], *[chunk async for chunk in second]]  # the client is back
+        return stalled, sum(chunk.frames for chunk in heard)
 
-    assert run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS) == (0, [])
+    (steps_while_stalled, second_made), heard = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
+    assert steps_while_stalled == 0, "a stalled client's request takes no steps"
+    assert second_made <= 8, "nothing of the next segment beyond a chunk: the first's waiting audio fills the buffer"
+    assert heard == limit + 60, "the client that comes back hears both segments whole"
+
+
+def test_the_requests_of_one_audience_share_its_buffer_and_play_in_turn(models):
+    """A WebSocket session's clauses are requests of their own (each its own time limit) that play to one listener:
+    the clauses after the one heard pause once the audio waiting for it fills the buffer, and the one heard goes on
+    whatever the later ones hold, so a client that keeps listening hears every clause to its end."""
+    model = models["custom_voice"]
+    limit = round(BUFFER_SECONDS / model.frames_to_seconds(1))
+
+    async def scenario(engine):
+        audience = Audience()
+        clauses = [
+            engine.submit(
+                job_for(model, request, model.sampling(seed=n), max_frames=40, suppress_eos=True),
+                RequestClock(None, audience),
+            )
+            for n, request in enumerate(REQUESTS[:3])
+        ]
+        first = await anext(clauses[0])
+        await asyncio.wait_for(until(lambda: engine.paused == 3), 30)
+        ahead = sum(clause._handle.frames_sent for clause in clauses) - first.frames
+        frames = [first.frames + sum([chunk.frames async for chunk in clauses[0]])]
+        for clause in clauses[1:]:
+            frames.append(sum([chunk.frames async for chunk in clause]))
+        return ahead, frames
+
+    ahead, frames = run_engine(model, scenario, stream_buffer_seconds=BUFFER_SECONDS)
+    assert limit <= ahead <= limit + 3 * 8, "the buffer and at most a chunk of each clause were made ahead"
+    assert frames == [40, 40, 40], "each clause heard whole, in turn"
 
 
 def test_without_a_bound_the_engine_runs_ahead_of_the_client(models):
@@ -294,3 +343,33 @@ def test_a_live_stream_whose_client_stalls_is_dropped_after_the_request_timeout(
         dropped, waited = asyncio.run(scenario(live.base))
     assert (dropped["rows_held"], dropped["paused_streams"]) == (0, 0)
     assert waited >= limit / 2, "dropped for taking nothing for REQUEST_TIMEOUT, not much sooner"
+
+
+def absorbed_by_kernel(send_buffer_bytes: int) -> int:
+    """Bytes a connection accepted by `listening_socket` takes from the server before blocking, its client reading
+    nothing."""
+    listener = listening_socket(uvicorn.Config(app=None, host="127.0.0.1", port=0), send_buffer_bytes)
+    listener.listen()
+    with listener, socket.create_connection(listener.getsockname()) as client:
+        client.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 16384)
+        connection, _ = listener.accept()
+        with connection:
+            connection.setblocking(False)
+            sent, deadline = 0, time.monotonic() + 5
+            while time.monotonic() < deadline:  # loopback's buffers grow as they fill: until they are full
+                try:
+                    sent += connection.send(bytes(65536))
+                except BlockingIOError:
+                    time.sleep(0.05)
+                    try:
+                        sent += connection.send(bytes(65536))
+                    except BlockingIOError:
+                        return sent
+    return sent
+
+
+def test_connections_keep_a_small_send_buffer_so_a_stalled_client_holds_little_audio():
+    """SEND_BUFFER_BYTES: every connection inherits the listening socket's send buffer, so a client that stops
+    reading leaves some 300 KB (3 s of 48 kHz PCM) in the kernel, where the OS's own grows to MBs."""
+    capped, unbounded = absorbed_by_kernel(131072), absorbed_by_kernel(0)
+    assert capped < 400_000 < 2_000_000 < unbounded, (capped, unbounded)

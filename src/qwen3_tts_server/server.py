@@ -247,7 +247,7 @@ def serve(settings: Settings) -> int:
     config = uvicorn.Config(drain, log_config=log_config, **uvicorn_options(settings))
     server = DrainingServer(config, drain, app.state.on_drain)
     try:
-        server.run()
+        server.run(sockets=[listening_socket(config, settings.send_buffer_bytes)])
     finally:
         if config.uds and os.path.exists(config.uds):
             os.remove(config.uds)
@@ -280,6 +280,16 @@ def serve_wyoming(settings: Settings) -> int:
     asyncio.run(run())
     logging.shutdown()
     return 0
+
+
+def listening_socket(config: uvicorn.Config, send_buffer_bytes: int) -> socket.socket:
+    """uvicorn's listening socket with `send_buffer_bytes` as its send buffer, which every connection it accepts
+    inherits: a client that stops reading then leaves that much audio in the kernel, where a buffer the OS sizes
+    itself grows to MBs (a minute of speech) that the engine would have made for nobody."""
+    sock = config.bind_socket()
+    if send_buffer_bytes:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, send_buffer_bytes)
+    return sock
 
 
 class DrainingServer(uvicorn.Server):

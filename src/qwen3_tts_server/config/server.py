@@ -40,6 +40,12 @@ class ServerSettings(SettingsGroup):
     body_timeout: float = Field(
         30.0, gt=0, description="seconds a client may take to send a request body; past it a 408"
     )
+    send_buffer_bytes: int = Field(
+        131072,
+        ge=0,
+        description="each connection's kernel send buffer (SO_SNDBUF; Linux keeps twice this): what a client that "
+        "stops reading holds up beyond STREAM_BUFFER_SECONDS (0: the OS's own, which grows to MBs)",
+    )
     timeout_keep_alive: float = Field(
         65.0, gt=0, description="seconds an idle keep-alive connection stays open (above load balancers' 60 s)"
     )

@@ -34,25 +34,38 @@ class SpeechJob:
         yield from itertools.repeat(self.chunk_schedule[-1])
 
 
+class Audience:
+    """The listener of one or more requests that play to it in turn: a long text's segments (one request), a
+    WebSocket session's clauses (a request each). The synthesis engine bounds the audio made ahead of it across all
+    their jobs (`Engine._apply_backpressure`); `took` is called on the event loop as it takes audio."""
+
+    def __init__(self) -> None:
+        self.last_taken = time.monotonic()
+
+    def took(self) -> None:
+        self.last_taken = time.monotonic()
+
+
 class RequestClock:
     """A request's time limit and its client's progress, shared by the engine jobs of its segments.
 
     Time a stream spends paused because its client has not taken its audio yet (backpressure) does not count
     against the limit: a client listening at real time to a long text is never cut by it. A client that takes no
-    audio for `timeout` seconds while its stream is paused is the one that has stalled, and is dropped.
+    audio for `timeout` seconds while its stream is paused is the one that has stalled, and is dropped. `audience`:
+    the listener it plays to, when it shares one with other requests (else its own).
     `took` is called on the event loop; the rest on the engine thread."""
 
-    def __init__(self, timeout: float | None):
+    def __init__(self, timeout: float | None, audience: Audience | None = None):
         now = time.monotonic()
         self.timeout = timeout or None
         self.deadline = now + timeout if timeout else None
-        self.last_taken = now
+        self.audience = audience or Audience()
         self._paused_streams = 0
         self._paused_since = now
 
     def took(self) -> None:
         """The client took audio."""
-        self.last_taken = time.monotonic()
+        self.audience.took()
 
     def pause(self, now: float) -> None:
         if self._paused_streams == 0:
@@ -70,13 +83,13 @@ class RequestClock:
 
     def client_stalled(self, now: float) -> bool:
         """Paused, and the client has taken nothing for the time limit."""
-        return self.timeout is not None and bool(self._paused_streams) and now - self.last_taken > self.timeout
+        return self.timeout is not None and bool(self._paused_streams) and now - self.audience.last_taken > self.timeout
 
     def stall_check_in(self, now: float) -> float | None:
         """Seconds until `client_stalled` could turn true; None: never without a change."""
         if self.timeout is None or not self._paused_streams:
             return None
-        return max(0.0, self.last_taken + self.timeout - now)
+        return max(0.0, self.audience.last_taken + self.timeout - now)
 
 
 @dataclass(frozen=True)

@@ -1,8 +1,8 @@
 """The synthesis engine: continuous batching of speech frames (`rows.py`: the thread, admission, expiry, faults),
 streaming audio chunks to asyncio.
 
-Each iteration, besides what every engine does, it pauses the rows whose client is `stream_buffer_seconds` of audio
-behind (and resumes those whose client caught up), advances every other active row by one frame, and decodes the
+Each iteration, besides what every engine does, it pauses the rows whose listener is `stream_buffer_seconds` of audio
+behind (and resumes those whose listener caught up), advances every other active row by one frame, and decodes the
 rows whose next chunk is complete with the incremental codec (on a GPU in one decode, whatever their lengths; on a CPU
 one stream after another, the listener with the least audio first). A failed decode fails the rows of that decode
 only.
@@ -62,6 +62,7 @@ class _Handle(RowHandle[SpeechJob]):
     finish_reason: str | None = None
     listener: Listener = field(default_factory=Listener)  # its request's (`Engine._handle`)
     held: bool = False  # skipped the last step for rows more urgent (the deadline scheduler)
+    order: int = 0  # when it was submitted, among all jobs: its listener hears its jobs in this order
 
     def __post_init__(self):
         self.sizes = self.job.chunk_sizes()
@@ -82,8 +83,7 @@ class JobStream(RowStream[_Handle]):
 
     def _took(self, item: AudioChunk) -> None:
         self._handle.frames_taken += item.frames
-        if self._handle.paused:
-            self._engine.wake()
+        self._engine.wake()  # a row of this listener's, this job's or a later one, may resume
 
 
 class Engine(RowEngine[SpeechJob, _Handle]):
@@ -119,6 +119,8 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         self.fused_kernels = fused_kernels  # "auto": the code predictor's fused kernels where they can run; "off"
         self.generator: FrameGenerator | None = None  # exists while the model is loaded
         self._listeners: weakref.WeakKeyDictionary[RequestClock, Listener] = weakref.WeakKeyDictionary()
+        self._submitted = itertools.count()
+        self._unheard: list[_Handle] = []  # finished jobs whose audio their client has not all taken yet
 
     def start(self, preload: bool = False) -> Engine:
         """Take work from now on; `preload` loads and warms up the model and captures the frame step's graphs
@@ -142,7 +144,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         return SynthesisFailedError(SYNTHESIS_FAILED)
 
     def _handle(self, job: SpeechJob, loop: asyncio.AbstractEventLoop, clock: RequestClock) -> _Handle:
-        handle = _Handle(job, loop, asyncio.Queue(), time.monotonic(), clock)
+        handle = _Handle(job, loop, asyncio.Queue(), time.monotonic(), clock, order=next(self._submitted))
         handle.listener = self._listeners.setdefault(clock, Listener())  # one per request: its segments play in turn
         return handle
 
@@ -173,35 +175,33 @@ class Engine(RowEngine[SpeechJob, _Handle]):
         super()._free(handle)
 
     def _apply_backpressure(self) -> None:
-        """Pause the rows whose client has `stream_buffer_seconds` of audio yet to take, resume the others. The job
-        the client listens to pauses on its own audio; a job it has not reached yet (a long text's next segment,
-        made while the client takes this one) pauses on all of its request's (their RequestClock), so a client that
-        stops taking audio costs no steps once the buffer is full, and one that keeps taking is never held up by
-        the next segment's audio. A request whose client has taken nothing yet runs on (its audio is bounded by its
-        segment)."""
+        """Pause the rows whose listener would hold `stream_buffer_seconds` of audio by the time it reached them,
+        resume the others. A listener (an `Audience`: a request's, or a WebSocket session's) hears its jobs one
+        after another: a job pauses once the audio made and not yet taken of itself and of the jobs heard before it
+        (finished ones whose audio still waits included) reaches the buffer. So the next segment may start early,
+        but only within the same buffer; a client that stops taking audio costs no steps once it is full, however
+        many segments its text has; and the job being heard never waits on the audio of those after it."""
         if not self.stream_buffer_seconds or self.model is None:
             return
         limit = self.stream_buffer_seconds / self.model.frames_to_seconds(1)
         now = time.monotonic()
-        ahead: dict[int, int] = {}  # frames made and not taken, by request (its clock)
-        listened: set[int] = set()  # requests whose client has taken some audio
-        for handle in self._active.values():
-            request = id(handle.clock)
-            ahead[request] = ahead.get(request, 0) + handle.frames_ahead()
-            if handle.frames_taken:
-                listened.add(request)
-        for handle in self._active.values():
-            request = id(handle.clock)
-            if handle.frames_taken:
-                behind = handle.frames_ahead() >= limit
-            else:
-                behind = request in listened and ahead[request] >= limit
-            if behind and not handle.paused:
-                handle.paused = True
-                self.generator.pause(handle.row)
-                handle.clock.pause(now)
-            elif handle.paused and not behind:
-                self._resume(handle, now)
+        self._unheard = [h for h in self._unheard if not h.cancelled and h.frames_ahead()]
+        by_listener: dict[int, list[_Handle]] = {}
+        for handle in [*self._unheard, *self._active.values()]:
+            by_listener.setdefault(id(handle.clock.audience), []).append(handle)
+        for handles in by_listener.values():
+            ahead = 0
+            for handle in sorted(handles, key=lambda h: h.order):
+                ahead += handle.frames_ahead()
+                if self._active.get(handle.row) is not handle:  # finished: its audio only waits
+                    continue
+                behind = ahead >= limit
+                if behind and not handle.paused:
+                    handle.paused = True
+                    self.generator.pause(handle.row)
+                    handle.clock.pause(now)
+                elif handle.paused and not behind:
+                    self._resume(handle, now)
 
     def _resume(self, handle: _Handle, now: float) -> None:
         handle.paused = False
@@ -348,4 +348,6 @@ class Engine(RowEngine[SpeechJob, _Handle]):
             if handle.finish_reason:
                 handle.deliver(END)
                 del self._active[handle.row]
+                if self.stream_buffer_seconds:
+                    self._unheard.append(handle)
                 self.pace.observe_request(handle.frames_sent)

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator
 from dataclasses import dataclass
 
 from ...audio.encoding import AudioFormat, streamed_file
+from ...engine.jobs import Audience
 from .stream import SpeechOutput
 
 REPLAY_CHUNK_BYTES = 16384
@@ -32,7 +33,7 @@ class CachedSpeech(SpeechOutput):
         self.finished = True
         return self.body
 
-    def start(self, continuation: bool = False) -> None:
+    def start(self, continuation: bool = False, audience: Audience | None = None) -> None:
         """Nothing to make: the audio is stored."""
 
     async def aclose(self) -> None:

@@ -22,6 +22,7 @@ from contextlib import aclosing, suppress
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from ...engine.jobs import Audience
 from ...errors import InvalidInputError, PendingTextLimitError, TTSError, error_body
 from ...protocols import Message, WireProtocol
 from ...text.segment import IncrementalSegmenter, speakable
@@ -210,6 +211,7 @@ class RealtimeSession:
         self.word_senders: set[asyncio.Task] = set()  # each sends a played segment's words once timed, in order
         self.last_words: asyncio.Task | None = None  # the latest of them: the next one waits for it
         self.words_before_done = words_before_done  # an utterance's `done` waits for its segments' words
+        self.audience = Audience()  # the client, who hears the clauses in turn: the audio made ahead is bounded
 
     async def __aenter__(self) -> RealtimeSession:
         self.sender = asyncio.create_task(self._play_queue())
@@ -366,7 +368,7 @@ class RealtimeSession:
     def _start(self, speech: SpeechOutput, continuation: bool) -> None:
         """Start a clause's engine job; a later clause of an utterance under way is a continuation (never refused
         for a full queue, admitted first), as a long HTTP request's next segment is."""
-        speech.start(continuation=continuation)
+        speech.start(continuation=continuation, audience=self.audience)
         self.running += 1
 
     def _start_within_reach(self) -> None:

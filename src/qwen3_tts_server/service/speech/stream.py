@@ -23,7 +23,7 @@ import numpy as np
 from ...audio.encoding import StreamEncoder
 from ...audio.seams import fade_seams
 from ...audio.tempo import Tempo
-from ...engine.jobs import AudioChunk, RequestClock, SpeechJob
+from ...engine.jobs import Audience, AudioChunk, RequestClock, SpeechJob
 from ...engine.synthesis import Engine, JobStream
 from ...errors import TTSError, error_body
 from ...text.frontend import TextSegment
@@ -58,9 +58,10 @@ class SpeechOutput(ABC):
     _times_read: int = 0
 
     @abstractmethod
-    def start(self, continuation: bool = False) -> None:
+    def start(self, continuation: bool = False, audience: Audience | None = None) -> None:
         """Start making the audio. `continuation`: it follows audio of the same listener already under way (never
-        refused for a full queue, admitted first)."""
+        refused for a full queue, admitted first). `audience`: the listener it shares with the outputs played before
+        it (a WebSocket session's), so that the audio made ahead of it is bounded across them all."""
 
     @abstractmethod
     def audio(self) -> AsyncGenerator[bytes, None]:
@@ -166,9 +167,9 @@ class SpeechStream(SpeechOutput):
     _running: deque[JobStream] = field(default_factory=deque)
     _clock: RequestClock | None = None
 
-    def start(self, continuation: bool = False) -> None:
+    def start(self, continuation: bool = False, audience: Audience | None = None) -> None:
         """Submit the first segment's job; raises at once when the engine refuses it (a full queue)."""
-        self._clock = RequestClock(self.timeout)
+        self._clock = RequestClock(self.timeout, audience)
         first = replace(self.jobs[0], continuation=True) if continuation else self.jobs[0]
         self._running.append(self.engine.submit(first, self._clock))
 
