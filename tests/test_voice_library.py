@@ -148,6 +148,14 @@ def test_voice_errors_use_the_envelope(models, reference, tmp_path):
             "clone_not_audio": await http.post(
                 "/v1/audio/speech/clone", data={"input": "Hi."}, files={"ref_audio": ("r.bin", b"\x01\x02" * 999)}
             ),
+            # A transcript joins the prompt of every request that speaks the voice: 1 MB cost 1 GB a request.
+            "huge_ref_text": await upload({"ref_text": "word " * 200_000}, {"audio_sample": ("r.wav", reference)}),
+            "long_ref_text": await upload({"ref_text": "a" * 4097}, {"audio_sample": ("r.wav", reference)}),
+            "clone_huge_ref_text": await http.post(
+                "/v1/audio/speech/clone",
+                data={"input": "Hi.", "ref_text": "word " * 200_000},
+                files={"ref_audio": ("r.wav", reference)},
+            ),
         }
 
     clone_on_custom, designed_on_custom = run_in_app(custom, on_custom_voice)
@@ -167,11 +175,15 @@ def test_voice_errors_use_the_envelope(models, reference, tmp_path):
         "traversal_get": (404, None),
         "clone_without_audio": (400, "ref_audio"),
         "clone_not_audio": (400, "ref_audio"),
+        "huge_ref_text": (400, "ref_text"),
+        "long_ref_text": (400, "ref_text"),
+        "clone_huge_ref_text": (400, "ref_text"),
     }
     for name, response in run_in_app(base_app(models, tmp_path / "base"), on_base).items():
         error = response.json()["error"]
         assert (response.status_code, error["param"]) == expected[name], (name, error)
         assert set(error) == {"message", "type", "param", "code"} and error["type"] == "invalid_request_error"
+        assert len(response.content) < 2000, (name, "no value is echoed whole")
 
 
 def test_declared_oversize_upload_is_refused_before_it_is_read(models, tmp_path):

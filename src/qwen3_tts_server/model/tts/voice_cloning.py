@@ -17,6 +17,10 @@ from .voice_prompt import Mode, VoicePrompt, voice_prompt_id
 if TYPE_CHECKING:  # only the type: the model layer does no audio I/O
     from ...audio.reference import ReferenceAudio
 
+# Characters of a reference's transcript, as of any text spoken (`input`): it joins the prompt of every request that
+# speaks the voice, so its length costs each of them (1 MB cost some 1 GB of memory a request).
+MAX_REF_TEXT = 4096
+
 
 @dataclass(frozen=True)
 class CloneKey:
@@ -51,6 +55,12 @@ class VoiceEncoder:
                 param="model",
             )
         ref_text = (ref_text or "").strip() or None
+        if ref_text is not None and len(ref_text) > MAX_REF_TEXT:
+            raise InvalidInputError(
+                f"ref_text is too long: {len(ref_text)} characters, at most {MAX_REF_TEXT} (the transcript of a few "
+                "seconds of reference audio)",
+                param="ref_text",
+            )
         if not x_vector_only and ref_text is None:
             raise InvalidInputError(
                 "in-context cloning needs ref_text, the transcript of the reference audio "
