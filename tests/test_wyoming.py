@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
+import gc
+import logging
 import os
 import signal
 import subprocess
@@ -420,3 +422,25 @@ def test_the_wyoming_command_serves_and_stops_on_sigterm(checkpoint_dirs, tmp_pa
         _, log = process.communicate(timeout=TIMEOUT)
     assert process.returncode == 0, log
     assert "wyoming listening" in log
+
+
+def test_a_client_that_leaves_in_the_middle_of_an_event_leaves_no_error_behind(server, caplog):
+    """An event's header promises data the client never sends: the connection ends quietly, no task's exception
+    ("Task exception was never retrieved ... IncompleteReadError") left in the log."""
+
+    async def scenario() -> None:
+        _, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b'{"type": "synthesize", "data_length": 1000}\n{"text": "cut sh')
+        await writer.drain()
+        writer.close()
+
+    with caplog.at_level(logging.INFO):
+        asyncio.run(scenario())
+        deadline = time.monotonic() + TIMEOUT
+        while "left in the middle of an event" not in caplog.text and time.monotonic() < deadline:
+            time.sleep(0.05)
+        gc.collect()  # a task whose exception nobody retrieved says so when it is collected
+        time.sleep(0.2)
+    assert "left in the middle of an event" in caplog.text
+    assert "never retrieved" not in caplog.text and "IncompleteReadError" not in caplog.text
+    assert types(talk(server.port, Describe().event(), until=("info",))) == ["info"]

@@ -13,7 +13,7 @@ from wyoming.event import Event
 from wyoming.info import Describe
 from wyoming.server import AsyncEventHandler
 
-from ..errors import InvalidInputError, TTSError
+from ..errors import InvalidInputError, TTSError, shown
 from ..protocols import Message, WireProtocol
 from ..service.speech.realtime import ChannelClosed
 from .backend import WyomingBackend
@@ -87,6 +87,8 @@ class WyomingHandler(AsyncEventHandler):
                 await super().run()
         except (ChannelClosed, ConnectionError):  # the client left while it was answered
             pass
+        except asyncio.IncompleteReadError:  # the client left in the middle of an event
+            log.info("wyoming connection from %s: the client left in the middle of an event", peer)
         except (KeyError, TypeError, AttributeError) as exc:  # an event the library could not read: no way to go on
             log.warning("wyoming connection from %s closed: an unreadable event (%r)", peer, exc)
         finally:
@@ -99,7 +101,7 @@ class WyomingHandler(AsyncEventHandler):
         """Answer one event; False (a failure the server logs) closes the connection."""
         try:
             if not isinstance(event.data, dict):
-                raise InvalidInputError(f"the data of a {event.type!r} event must be an object")
+                raise InvalidInputError(f"the data of a {shown(event.type)} event must be an object")
             await self._handle(event)
         except TTSError as exc:
             await self.channel.after_queued([refusal(exc)])
@@ -114,4 +116,4 @@ class WyomingHandler(AsyncEventHandler):
         if Describe.is_type(event.type):
             await self.channel.after_queued([(await describe(self.backend)).event()])
         elif not (await self.synthesis.handle(event) or await self.transcription.handle(event)):
-            raise InvalidInputError(f"unknown event type {event.type!r}", param="type")
+            raise InvalidInputError(f"unknown event type {shown(event.type)}", param="type")
