@@ -147,3 +147,23 @@ def test_unknown_device_and_dtype(checkpoint_dirs):
         Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], device="tpu9")
     with pytest.raises(ConfigurationError, match="unknown dtype"):
         Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype="float8")
+
+
+def test_no_value_a_client_sent_is_echoed_whole(models, tmp_path):
+    """A 100,000-character language was echoed twice in its 400 (a 200 KB body); every echoed value is shortened."""
+    from in_process import make_app, run_in_app
+
+    huge = "x" * 100_000
+    body = {"model": "tts-1", "input": "Hello.", "voice": "vivian", "stream": False}
+
+    async def requests(_, http):
+        return [
+            await http.post("/v1/audio/speech", json={**body, "language": huge}),
+            await http.post("/v1/audio/speech", json={**body, "voice": huge}),
+            await http.post("/v1/text-to-speech/vivian", json={"text": "Hi.", "language_code": huge}),
+        ]
+
+    app = make_app(models["custom_voice"], model_id="tiny", data_dir=tmp_path)
+    for response in run_in_app(app, requests):
+        assert response.status_code == 400 and len(response.content) < 2000, response.content[:300]
+        assert "100002 characters" in response.json()["error"]["message"], "the length it had is said"

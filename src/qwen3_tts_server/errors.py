@@ -58,7 +58,8 @@ class UnknownVoiceError(InvalidInputError):
     flat_code = "UNKNOWN_VOICE"
 
     def __init__(self, message: str, voice: str, valid: list[str]):
-        super().__init__(message, param="voice", context={"voice": voice, "valid_voices": valid})
+        echoed = voice if len(voice) <= ECHO_LIMIT else shown(voice)  # a megabyte sent is not sent back
+        super().__init__(message, param="voice", context={"voice": echoed, "valid_voices": valid})
 
 
 class InvalidValueError(InvalidInputError):

@@ -17,7 +17,7 @@ from dataclasses import dataclass, replace
 
 import torch
 
-from ...errors import InvalidInputError
+from ...errors import InvalidInputError, shown
 from ..text_tokenizer import TextTokenizer
 from .config import TTSConfig
 from .talker import Talker
@@ -119,7 +119,7 @@ class PromptBuilder:
         name = (language or "auto").lower()
         if name not in self.languages:
             raise InvalidInputError(
-                f"unknown language {language!r}; valid languages: {', '.join(self.languages)}", param="language"
+                f"unknown language {shown(language)}; valid languages: {', '.join(self.languages)}", param="language"
             )
         return name
 
@@ -142,7 +142,7 @@ class PromptBuilder:
         name = speaker.lower() if speaker else None
         if cfg.model_type == "custom_voice":
             if name is None or name not in cfg.talker.spk_id:
-                what = f"unknown speaker {speaker!r}" if name else "a speaker is required"
+                what = f"unknown speaker {shown(speaker)}" if name else "a speaker is required"
                 raise InvalidInputError(f"{what}; valid speakers: {', '.join(self.speakers)}", param="speaker")
         elif name is not None:
             raise InvalidInputError(

@@ -6,7 +6,7 @@ import asyncio
 import hashlib
 
 from ...audio.reference import load_reference
-from ...errors import InvalidInputError
+from ...errors import InvalidInputError, shown
 from ...model.tts.tts_model import Qwen3TTSModel
 from ...model.tts.voice_cloning import CloneKey
 from ...model.tts.voice_prompt import Mode, VoicePrompt
@@ -27,7 +27,7 @@ def parse_mode(mode: str | None, ref_text: str | None) -> Mode:
     try:
         return MODE_NAMES[mode.strip().lower()]
     except KeyError:
-        raise InvalidInputError(f"unknown mode {mode!r}; use x_vector or in_context", param="mode") from None
+        raise InvalidInputError(f"unknown mode {shown(mode)}; use x_vector or in_context", param="mode") from None
 
 
 class VoiceCloner:

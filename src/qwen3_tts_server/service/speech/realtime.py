@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from ...engine.jobs import Audience
-from ...errors import InvalidInputError, PendingTextLimitError, TTSError, error_body
+from ...errors import InvalidInputError, PendingTextLimitError, TTSError, error_body, shown
 from ...protocols import Message, WireProtocol
 from ...text.segment import IncrementalSegmenter, speakable
 from .alignment import SegmentTiming, TimedSegment
@@ -242,7 +242,7 @@ class RealtimeSession:
                 case "cancel":
                     await self._cancel()
                 case other:
-                    raise InvalidInputError(f"unknown message type {other!r}", param="type")
+                    raise InvalidInputError(f"unknown message type {shown(other)}", param="type")
         except TTSError as exc:
             await self._event(error_event(exc, legacy))
 
