@@ -10,11 +10,10 @@ from typing import Any
 
 from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
-from pydantic import BaseModel
-from starlette.websockets import WebSocketDisconnected
+from pydantic import BaseModel, Field
 
-from ...errors import InvalidInputError, TTSError, error_body
-from ...service.speech.elevenlabs import ElevenLabsSocket, OutputFormat, error_message
+from ...errors import InvalidInputError, TTSError, checked, error_body, shown
+from ...service.speech.elevenlabs import MAX_INACTIVITY_TIMEOUT, ElevenLabsSocket, OutputFormat, error_message
 from ...service.speech.elevenlabs import output_format as parse_output_format
 from ...service.speech.realtime import ChannelClosed
 from ...text.language import LANGUAGE_CODES
@@ -27,6 +26,15 @@ router = APIRouter()
 NAMES_BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
 NORMALIZATION = {"auto": None, "on": True, "off": False}
 DEFAULT_FORMAT = "mp3_44100_128"  # ElevenLabs' own default
+MAX_CLOSE_REASON = 123  # bytes of UTF-8 a close frame's reason may hold
+
+
+class SocketOptions(BaseModel):
+    """The socket's query values that are not plain text, checked once it is accepted: FastAPI's own check of a
+    WebSocket's query refuses the handshake with a 403, which reads as a wrong key and says nothing."""
+
+    sync_alignment: bool = False
+    inactivity_timeout: float = Field(20.0, gt=0, le=MAX_INACTIVITY_TIMEOUT, allow_inf_nan=False)
 
 
 def request_fields(
@@ -37,7 +45,7 @@ def request_fields(
         raise InvalidInputError("apply_text_normalization is auto, on or off", param="apply_text_normalization")
     if language_code is not None and language_code.lower() not in NAMES_BY_CODE:
         codes = ", ".join(NAMES_BY_CODE)
-        raise InvalidInputError(f"language_code {language_code!r} is not spoken; one of {codes}", "language_code")
+        raise InvalidInputError(f"language_code {shown(language_code)} is not spoken; one of {codes}", "language_code")
     return {
         "voice": voice_id,
         "model": model_id,
@@ -55,8 +63,6 @@ async def multi_stream_input(
     services: ServicesDep,
     model_id: str | None = None,
     output_format: str = DEFAULT_FORMAT,
-    sync_alignment: bool = False,
-    inactivity_timeout: float = 20.0,
     apply_text_normalization: str | None = None,
     language_code: str | None = None,
 ) -> None:
@@ -64,21 +70,23 @@ async def multi_stream_input(
         return
     send = SocketChannel(websocket).send_event
     try:
+        options = checked(SocketOptions, dict(websocket.query_params))
         fmt = parse_output_format(output_format)
         config = request_fields(voice_id, model_id, fmt, apply_text_normalization, language_code)
         config["timestamps"] = services.speech.aligner is not None
         await services.speech.check(parse_request(config, "probe"))
     except TTSError as exc:  # refused before any context: said, then closed
-        await send(error_message(error_body(exc), None))
-        await websocket.close(code=1008, reason=str(exc)[:120])
+        with suppress(ChannelClosed):
+            await send(error_message(error_body(exc), None))
+        await _close(websocket, 1008, str(exc))
         return
     limit = services.settings.max_pending_text
-    socket = ElevenLabsSocket(services.speech, send, parse_request, config, fmt, sync_alignment, limit)
+    socket = ElevenLabsSocket(services.speech, send, parse_request, config, fmt, options.sync_alignment, limit)
     receiving: asyncio.Task | None = None
     try:
         while True:
             receiving = receiving or asyncio.ensure_future(websocket.receive())
-            done, _ = await asyncio.wait([receiving], timeout=inactivity_timeout)
+            done, _ = await asyncio.wait([receiving], timeout=options.inactivity_timeout)
             if not done:
                 if socket.contexts:  # speaking still: silence is the client listening
                     continue
@@ -95,9 +103,12 @@ async def multi_stream_input(
     await _close(websocket)
 
 
-async def _close(websocket: WebSocket) -> None:
-    with suppress(RuntimeError, WebSocketDisconnected):  # already closed by the client
-        await websocket.close()
+async def _close(websocket: WebSocket, code: int = 1000, reason: str = "") -> None:
+    """Close the socket, the reason cut to what a close frame holds; quietly when the client left first (a send
+    on a socket it dropped raises WebSocketDisconnect, one on a socket already closed a RuntimeError)."""
+    reason = reason.encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+    with suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.close(code, reason)
 
 
 class TextToSpeechBody(BaseModel):

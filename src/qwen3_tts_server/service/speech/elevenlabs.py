@@ -25,7 +25,7 @@ from typing import Any
 import numpy as np
 
 from ...audio.encoding import AudioFormat, StreamEncoder
-from ...errors import InvalidInputError, TTSError, error_body
+from ...errors import InvalidInputError, TTSError, error_body, shown
 from ...model.asr.aligner import TimedWord
 from ...protocols import Message, WireProtocol
 from .realtime import RealtimeSession, RequestParser
@@ -37,6 +37,8 @@ DEFAULT_CONTEXT = "default"  # a message that names no context speaks in this on
 PCM_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
 BARE_MP3 = AudioFormat("mp3", None, "libmp3lame", "audio/mpeg")  # frames only: no ID3 tag, no Xing frame
 SENTENCE_END = re.compile(r"[.!?;:。！？；：]$")
+MAX_CONTEXTS = 5  # open at once on one socket (ElevenLabs' limit); a context holds its place until its `isFinal`
+MAX_INACTIVITY_TIMEOUT = 180.0  # seconds: ElevenLabs' own maximum
 
 ELEVENLABS_SOCKET = WireProtocol(
     "ElevenLabs' streaming speech WebSocket",
@@ -45,11 +47,15 @@ ELEVENLABS_SOCKET = WireProtocol(
     "to this server): the voice is one of ours, `model_id` any (ElevenLabs' ids are taken), `output_format` "
     "`pcm_<rate>`, `mp3_<rate>_<kbps>`, `ulaw_8000` or `alaw_8000`, the key in `xi-api-key`. With a ForcedAligner "
     "hosted, every segment's characters come timed; `sync_alignment=true` counts the times from the context's first "
-    "audio, otherwise each alignment message counts from its own start.",
+    "audio, otherwise each alignment message counts from its own start. A socket silent for `inactivity_timeout` "
+    f"seconds (20 unless given; above 0, at most {MAX_INACTIVITY_TIMEOUT:g}) with no context open is closed. At most "
+    f"{MAX_CONTEXTS} contexts are open at once, each until its `isFinal`. A bad voice, format or query value is an "
+    "error, then a close with 1008.",
     (
         Message("text", "client", "`text`, `context_id`, optional `flush`, `voice_settings` (its `speed` is used)",
                 "text of the context (opening it on its first message); whitespace alone speaks nothing; with "
-                "`flush` the text so far is spoken without waiting for its sentence to end"),
+                "`flush` the text so far is spoken without waiting for its sentence to end; a text longer than a "
+                "context may have waiting to be spoken (MAX_PENDING_TEXT) is refused as too long"),
         Message("flush", "client", "`context_id`, `flush: true`", "the context's text so far is spoken"),
         Message("close_context", "client", "`context_id`, `close_context: true`",
                 "the context's text is all there: its last audio follows, then `isFinal`"),
@@ -60,7 +66,8 @@ ELEVENLABS_SOCKET = WireProtocol(
                 "`charStartTimesMs`, `charDurationsMs`)", "a segment's characters timed, after its audio"),
         Message("isFinal", "server", "`isFinal: true`, `contextId`", "the context is spoken whole"),
         Message("error", "server", "`error`, `message`, `code`, `contextId` (if a context's)",
-                "a message refused; the context goes on"),
+                f"a message refused (a text too long, a context past the {MAX_CONTEXTS} open, ...); the socket and "
+                "its contexts go on"),
     ),
 )  # fmt: skip
 
@@ -82,7 +89,7 @@ def output_format(name: str) -> OutputFormat:
     if name in ("ulaw_8000", "alaw_8000"):
         return OutputFormat("mulaw" if kind == "ulaw" else "alaw", 8000)
     raise InvalidInputError(
-        f"output_format {name!r} is not served: pcm_<rate> or mp3_<rate>_<kbps> (rates "
+        f"output_format {shown(name)} is not served: pcm_<rate> or mp3_<rate>_<kbps> (rates "
         f"{', '.join(map(str, PCM_RATES))}), ulaw_8000 or alaw_8000",
         param="output_format",
     )
@@ -190,6 +197,10 @@ class ElevenLabsSocket:
             words, flush = message.get("text"), message.get("flush") is True
             if words is not None and not isinstance(words, str):
                 raise InvalidInputError("`text` must be a string", param="text")
+            if words is not None and len(words) > self.max_pending_text:  # never taken, however long one waits
+                raise InvalidInputError(
+                    f"text is too long: {len(words)} characters, at most {self.max_pending_text}", param="text"
+                )
             if words is None and not flush:
                 raise InvalidInputError("a message carries `text`, `flush`, `close_context` or `close_socket`")
             speaks = bool(words and words.strip())
@@ -207,6 +218,12 @@ class ElevenLabsSocket:
         return True
 
     async def _open(self, context: str, message: dict) -> None:
+        if len(self.contexts) >= MAX_CONTEXTS:
+            raise InvalidInputError(
+                f"at most {MAX_CONTEXTS} contexts are open at once on a socket: context {shown(context)} was not "
+                "opened; close one first (`close_context`: its place frees at its `isFinal`)",
+                param="context_id",
+            )
         settings = message.get("voice_settings") or {}
         config = dict(self.config)
         if isinstance(settings, dict) and settings.get("speed") is not None:
