@@ -8,7 +8,7 @@ import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from lingua import Language
+from lingua import ConfidenceValue, Language
 
 from qwen3_tts_server.text import language as detection
 from qwen3_tts_server.text.language import detect_language
@@ -155,8 +155,8 @@ def test_the_detector_is_built_once_across_threads(monkeypatch):
     builds = []
 
     class Detector:
-        def detect_language_of(self, text: str) -> Language:
-            return Language.GERMAN
+        def compute_language_confidence_values(self, text: str) -> list[ConfidenceValue]:
+            return [ConfidenceValue(Language.GERMAN, 1.0), ConfidenceValue(Language.ENGLISH, 0.0)]
 
     def build() -> Detector:
         builds.append(threading.get_ident())

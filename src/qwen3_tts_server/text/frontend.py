@@ -66,12 +66,14 @@ def clear_text_cache() -> int:
 
 def _language_runs(text: str) -> list[tuple[str, str]]:
     """Consecutive sentences of one detected language, joined: (language or "auto", text). A sentence too short
-    or too mixed to tell goes with its neighbours, so mixed-language input is spoken language by language."""
+    or too mixed to tell goes with its neighbours, so mixed-language input is spoken language by language; where
+    no sentence can be told ("Tel. +49 30 1234567, Durchwahl 42": "Tel." and a one-word rest), the whole text's
+    language is theirs."""
     whole = detect_language(text)
     sentences = split_sentences(text, whole)
     # One sentence (a WebSocket clause, a short request): the whole text's detection is the sentence's.
     languages = [whole] if len(sentences) == 1 else [detect_language(sentence) for sentence in sentences]
-    known = [lang for lang in languages if lang] or ["auto"]
+    known = [lang for lang in languages if lang] or [whole or "auto"]
     runs: list[tuple[str, str]] = []
     for sentence, detected in zip(sentences, languages, strict=True):
         run_language = detected or (runs[-1][0] if runs else known[0])
