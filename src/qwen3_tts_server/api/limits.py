@@ -13,9 +13,9 @@ that every refusal is logged and counted):
   routes close a refused one with 1013 too, after the error (`refusal_close_code`).
 
 A refusal answers at once with the error envelope and `Connection: close`, and closes once what the client still
-sends of its body is read and dropped (up to twice the limit): a client that reads only once it has written its
-body whole would otherwise find the connection reset under its answer. Whatever the app then tries to send is
-dropped, and its reads see the client gone.
+sends of its body is read and dropped (within BODY_TIMEOUT: the length it declared, or up to 8 times the limit): a
+client that reads only once it has written its body whole would otherwise find the connection reset under its
+answer. Whatever the app then tries to send is dropped, and its reads see the client gone.
 """
 
 from __future__ import annotations
@@ -48,6 +48,7 @@ MAX_HEADERS = 100  # Apache's default; browsers and SDKs send a few dozen at mos
 MAX_HEADER_BYTES = 64 * 1024  # names and values together: room for large cookies and tokens
 WS_TRY_AGAIN_LATER = 1013
 DRAIN_WAIT = 1.0  # seconds a refused body's next piece is waited for before the connection is closed anyway
+DRAIN_UNDECLARED = 8  # a body sent without Content-Length is read to at most this many times the limit once refused
 
 
 def refusal_close_code(error: TTSError) -> int:
@@ -172,13 +173,16 @@ class GuardedRequest:
         return {"type": "http.disconnect"}
 
     async def _drain(self) -> None:
-        """Read and drop the rest of the body while it keeps coming (each piece within DRAIN_WAIT), up to twice
-        the limit in all. A client that writes its whole body before it reads the answer (httpx.AsyncClient, the
-        openai SDK's async client) would otherwise see the connection reset by the close, its answer unread."""
-        drained = self.received
-        while not self.body_done and drained <= 2 * self.max_bytes:
+        """Read and drop the rest of the body while it keeps coming (each piece within DRAIN_WAIT, all within
+        BODY_TIMEOUT): all the Content-Length it declared, or (chunked, its end unknown) up to DRAIN_UNDECLARED times
+        the limit. A client that writes its whole body before it reads the answer (httpx.AsyncClient, the openai
+        SDK's async client) would otherwise see the connection reset by the close, its answer unread. Reading costs
+        no memory: every piece is dropped."""
+        declared = _content_length(self.scope)
+        drained, most = self.received, DRAIN_UNDECLARED * self.max_bytes if declared is None else declared
+        while not self.body_done and drained <= most:
             try:
-                message = await asyncio.wait_for(self._receive(), DRAIN_WAIT)
+                message = await asyncio.wait_for(self.deadline.read(self._receive), DRAIN_WAIT)
             except asyncio.TimeoutError:
                 return
             if message["type"] != "http.request":

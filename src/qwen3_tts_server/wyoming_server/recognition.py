@@ -21,13 +21,14 @@ from wyoming.event import Event
 from ..audio.decoding import pcm_samples
 from ..errors import IdleTimeoutError, InvalidInputError, PayloadTooLargeError, TTSError
 from ..model.asr.languages import language_code, resolve_language
-from ..service.recognition.live import LiveSession, LiveTranscript, cancelled
+from ..service.recognition.live import LiveSession, LiveTranscript, PassFailed, cancelled
 from ..service.recognition.routing import route_recognizer
-from ..service.recognition.transcription import RecognitionService
+from ..service.recognition.transcription import RecognitionService, check_context
 from .backend import WyomingBackend
 from .refusals import refusal
 
 Write = Callable[[list[Event]], Awaitable[None]]
+HINTS = "transcript_names and transcript_terms"
 
 
 @dataclass
@@ -49,13 +50,19 @@ class Utterance:
     watchdog: asyncio.Task | None = None  # ends the session when the audio stops coming (LIVE_IDLE_TIMEOUT)
 
 
-def start_utterance(backend: WyomingBackend, data: dict) -> Utterance:
-    """A `transcribe` event's request, checked: its model routed as `model` is on the HTTP routes."""
+async def start_utterance(backend: WyomingBackend, data: dict) -> Utterance:
+    """A `transcribe` event's request, checked: its model routed as `model` is on the HTTP routes; its names and
+    terms (the model's context) bounded as a `prompt` is."""
     request = Transcribe.from_event(Event("transcribe", data))
     hosted = route_recognizer(backend.registry, request.name)
     language = resolve_language(request.language.replace("_", "-") if request.language else None)
-    hints = ", ".join([*(request.transcript_names or []), *(request.transcript_terms or [])])  # the model's context
-    return Utterance(backend.recognition[hosted.id], language, hints)
+    given = (request.transcript_names or [], request.transcript_terms or [])
+    if not all(isinstance(hints, list) and all(isinstance(hint, str) for hint in hints) for hints in given):
+        raise InvalidInputError(f"transcribe: {HINTS} are lists of strings", param="transcript_names")
+    service = backend.recognition[hosted.id]
+    context = ", ".join([*given[0], *given[1]])
+    check_context(await service.engine.models.get_async(), context, HINTS)
+    return Utterance(service, language, context)
 
 
 async def open_audio(
@@ -106,7 +113,8 @@ def add_audio(utterance: Utterance, event: Event) -> None:
     assert utterance.session is not None
     utterance.session.append(pcm_samples(chunk.audio, utterance.width, utterance.channels))
     utterance.received += len(chunk.audio)
-    utterance.heard_at = time.monotonic()
+    if chunk.audio:  # (an empty chunk is no audio: `_end_when_idle`)
+        utterance.heard_at = time.monotonic()
     utterance.refused = False
 
 
@@ -148,8 +156,8 @@ async def _forward(utterance: Utterance, session: LiveSession, write: Write) -> 
     """The session's transcripts as Wyoming's streaming events; a failed pass as an error event."""
     sent, started = "", False
     while (event := await session.events.get()) is not None:
-        if isinstance(event, TTSError):
-            await write([refusal(event)])
+        if isinstance(event, TTSError | PassFailed):
+            await write([refusal(event if isinstance(event, TTSError) else event.error)])
             continue
         if not isinstance(event, LiveTranscript):
             continue
@@ -180,9 +188,9 @@ class Transcription:
         """Answer `event` if it is a speech-to-text event; False if it is not one."""
         if Transcribe.is_type(event.type):
             await self.close()  # a new request: what the last one held is dropped
-            self.utterance = start_utterance(self.backend, event.data)
+            self.utterance = await start_utterance(self.backend, event.data)
         elif AudioStart.is_type(event.type):
-            self.utterance = self.utterance or start_utterance(self.backend, {})  # no transcribe: the defaults
+            self.utterance = self.utterance or await start_utterance(self.backend, {})  # no transcribe: the defaults
             limits = self.backend.live_max_pending_seconds, self.backend.live_idle_timeout
             await open_audio(self.utterance, event.data, self.write, *limits)
         elif AudioChunk.is_type(event.type):

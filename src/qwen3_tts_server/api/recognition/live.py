@@ -12,12 +12,14 @@ transcribed whole, by the official streaming algorithm), voice activity works, I
 default language is identified rather than forced English, `use_server_vad: "false"` turns it off, and errors
 are error messages (`{code, message, statusCode}`), never transcript text, and a bad message costs its error only,
 never the session. A WebSocket that the client closes cannot carry the final: a client that wants it sends `flush`
-first and waits for it. Once the client is gone, or has gone LIVE_IDLE_TIMEOUT seconds without a message either way
-(`live_idle.py`), the audio its session still holds is dropped and its slot given back at once.
+first and waits for it. Once the client is gone, or has gone LIVE_IDLE_TIMEOUT seconds without use (`live_idle.py`:
+no audio, no action taken, no transcript sent), the audio its session still holds is dropped and its slot given back
+at once.
 
 The greeting's `window_max_s` was the earlier server's window: partials covered only the last 6 s, older speech
 dropped out. Here no audio of an utterance is dropped: the greeting gives the longest audio the model transcribes in
-one piece (`MAX_SECONDS`, 1200 s, where uploads are cut)."""
+one piece (`MAX_SECONDS`, 1200 s, where uploads are cut), and an utterance that reaches it gets its final there, as at
+a `flush`, the next one taking the audio that follows."""
 
 from __future__ import annotations
 
@@ -33,11 +35,10 @@ from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 from ...audio.decoding import pcm_samples
 from ...audio.voice_activity import VoiceActivitySettings
 from ...config import Settings
-from ...errors import IdleTimeoutError, TTSError, checked
+from ...errors import IdleTimeoutError, TTSError, checked, shown
 from ...model.asr.languages import resolve_language
-from ...model.asr.long_audio import MAX_SECONDS
 from ...protocols import Message, WireProtocol
-from ...service.recognition.live import LiveSession, LiveTranscript
+from ...service.recognition.live import LiveSession, LiveTranscript, PassFailed
 from ...service.recognition.routing import route_recognizer
 from ..dependencies import ServicesDep
 from ..limits import refusal_close_code
@@ -48,7 +49,6 @@ router = APIRouter()
 log = logging.getLogger(__name__)
 RATES = range(8000, 48001)  # sample rates taken, in Hz
 TRUE_WORDS = ("true", "1", "yes", "on")
-WINDOW_MAX_S = MAX_SECONDS  # the greeting's `window_max_s` (above)
 
 
 class ConfigAction(BaseModel):
@@ -142,7 +142,7 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
         return
     greeting = {"status": "connected", "sample_rate": rate, "format": "pcm_s16le", "use_server_vad": use_vad}
     buffer_size = 2 * session.streaming.chunk_samples * rate // 16000
-    await websocket.send_json(greeting | {"buffer_size": buffer_size, "window_max_s": WINDOW_MAX_S})
+    await websocket.send_json(greeting | {"buffer_size": buffer_size, "window_max_s": session.max_utterance_seconds})
     idle = IdleClock(settings.live_idle_timeout)
     sender = asyncio.create_task(_send_events(websocket, session, idle))
     state = _Connection(session, settings, language, use_vad)
@@ -150,8 +150,12 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
         while (message := await idle.receive(websocket))["type"] != "websocket.disconnect":
             if message.get("bytes") is not None:
                 reply = state.audio(message["bytes"])
+                useful = bool(message["bytes"]) and reply is None
             else:
                 reply = state.action(message.get("text") or "")
+                useful = reply is None or "code" not in reply  # taken, not refused
+            if useful:
+                idle.touch()
             if reply is not None:
                 await websocket.send_json(reply)
     except IdleTimeoutError as error:
@@ -198,7 +202,7 @@ class _Connection:
             return {"status": "buffer_reset"}
         if action == "config":
             return self.configure(command)
-        return error_message("UNKNOWN_ACTION", f"Unknown action: {action!r}", 400)
+        return error_message("UNKNOWN_ACTION", f"Unknown action: {shown(action)}", 400)
 
     def configure(self, command: dict) -> dict:
         try:
@@ -215,11 +219,12 @@ class _Connection:
 
 
 async def _send_events(websocket: WebSocket, session: LiveSession, idle: IdleClock) -> None:
-    """Partials (when they have text) and finals as the earlier server's frames; errors as its error frames."""
+    """Partials (when they have text) and finals as the earlier server's frames (of use: `live_idle.py`); errors as
+    its error frames."""
     open_ = True
     while (event := await session.events.get()) is not None:
-        if isinstance(event, TTSError):
-            frame = typed_error_message(event)
+        if isinstance(event, TTSError | PassFailed):
+            frame = typed_error_message(event if isinstance(event, TTSError) else event.error)
         elif isinstance(event, LiveTranscript) and (event.final or event.text):
             frame = {"text": event.text, "is_partial": not event.final, "is_final": event.final}
         else:
@@ -227,7 +232,8 @@ async def _send_events(websocket: WebSocket, session: LiveSession, idle: IdleClo
         if open_:
             with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
                 await websocket.send_json(frame)
-                idle.touch()
+                if "text" in frame:
+                    idle.touch()
                 continue
             open_ = False
         log.info("ws/transcribe: the client left before this frame: %r", frame)

@@ -1,8 +1,9 @@
 """WS /v1/realtime?intent=transcription: OpenAI's realtime transcription sessions (protocol in
 service/recognition/realtime.py). The beta form is the one asked for with the header `OpenAI-Beta: realtime=v1`;
-`?model=` (which some clients add) names the transcriber as `input_audio_transcription.model` does. A session idle for
-LIVE_IDLE_TIMEOUT seconds (`live_idle.py`) gets an `idle_timeout` error, then close 1001; once the client is gone,
-its session's work stops at once."""
+`?model=` (which some clients add) names the transcriber as `input_audio_transcription.model` does. Client events are
+JSON text frames: a binary frame is answered with an `error` event, the session going on. A session idle for
+LIVE_IDLE_TIMEOUT seconds (`live_idle.py`: no audio, no event taken, nothing of its own sent) gets an `idle_timeout`
+error, then close 1001; once the client is gone, its session's work stops at once."""
 
 from __future__ import annotations
 
@@ -22,8 +23,12 @@ from .live_idle import IDLE_CLOSE_CODE, IdleClock
 router = APIRouter()
 
 
+BINARY_FRAME = "a client event is a JSON object in a text frame, not a binary frame"
+
+
 class _Sender:
-    """Events as JSON text messages; once the socket is gone, nothing more is sent."""
+    """Events as JSON text messages; once the socket is gone, nothing more is sent. Each but an error is of use
+    (`live_idle.py`)."""
 
     def __init__(self, websocket: WebSocket, idle: IdleClock):
         self.websocket, self.idle, self.open = websocket, idle, True
@@ -33,7 +38,8 @@ class _Sender:
             return
         try:
             await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
-            self.idle.touch()
+            if payload["type"] != "error":
+                self.idle.touch()
         except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
             self.open = False
 
@@ -63,9 +69,10 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
         return
     try:
         while (message := await idle.receive(websocket))["type"] != "websocket.disconnect":
-            if message.get("text") is not None:
-                await session.handle(message["text"])
-            # binary frames (a client's keepalive) carry nothing here
+            if message.get("text") is None:
+                await send(error_event(InvalidInputError(BINARY_FRAME, param="event")))
+            elif await session.handle(message["text"]):
+                idle.touch()
     except IdleTimeoutError as error:
         await send(error_event(error))
         with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):

@@ -11,6 +11,7 @@ from typing import Annotated
 from fastapi import APIRouter, Form, UploadFile
 from fastapi.responses import PlainTextResponse, Response
 
+from ...engine.jobs import RequestClock
 from ...errors import InvalidInputError, shown
 from ...model.asr.languages import language_code, resolve_language
 from ...service.recognition.routing import route_recognizer
@@ -48,8 +49,9 @@ async def create_translation(
     hosted = route_recognizer(services.registry, model)
     audio = await read_upload(file, "file", services.settings.max_transcription_bytes)
     request = TranscriptionRequest(audio, None, prompt, temperature=temperature)
-    transcript = await services.recognition[hosted.id].transcribe(request)
-    text = await services.translator.translate(transcript.text, target, prompt)
+    clock = RequestClock(services.settings.request_timeout)  # one limit for decoding, transcription and translation
+    transcript = await services.recognition[hosted.id].transcribe(request, clock)
+    text = await services.translator.translate(transcript.text, target, prompt, clock)
     if response_format == "text":
         return PlainTextResponse(text + "\n", headers=cut_header(transcript))
     body: dict = {"text": text, "language": language_code(target) or target}

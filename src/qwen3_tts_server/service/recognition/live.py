@@ -3,7 +3,9 @@ pass of the official streaming algorithm (`model/asr/streaming.py`) and a final 
 
 An utterance ends when the client commits it or, with voice activity on (`audio/voice_activity.py`), when speech
 stops; the next one starts a fresh window, so a session of any length costs the same per chunk. A commit takes all
-the utterance's audio so far, and speech going on at a commit goes on in the next utterance at once. With voice
+the utterance's audio so far, and speech going on at a commit goes on in the next utterance at once. An utterance
+that reaches `max_utterance_seconds` (MAX_SECONDS: the longest audio the model transcribes in one piece) ends there
+as if committed, the next taking the audio that follows: none is dropped. With voice
 activity on, audio outside speech costs no recognition work: an utterance starts where speech starts (its prefix
 padding included) and holds the audio heard until the silence that ends it is confirmed.
 
@@ -28,6 +30,7 @@ import soxr
 from ...audio.voice_activity import VoiceActivity, VoiceActivitySettings
 from ...engine.recognition import TRANSCRIPTION_FAILED, RecognitionEngine, TranscriptionJob
 from ...errors import PendingAudioLimitError, TranscriptionFailedError, TTSError
+from ...model.asr.long_audio import MAX_SECONDS
 from ...model.asr.mel import SAMPLE_RATE
 from ...model.asr.streaming import IncrementalPasses, LiveUtterance, Pass, PromptHead, StreamingSettings
 from ...model.asr.transcriber import Transcriber
@@ -56,6 +59,15 @@ class LiveTranscript:
     final: bool
     settled: str = ""  # the text's beginning that later passes keep (a partial's; a final's is all of it)
     heard_until: float = 0.0  # seconds into the session's audio where the audio this transcription heard ends
+    failure: TTSError | None = None  # a final's last pass failed: its text misses the audio that pass was to add
+
+
+@dataclass(frozen=True)
+class PassFailed:
+    """A pass of an utterance failed; the utterance goes on as before it (a later pass hears its audio again)."""
+
+    utterance: int
+    error: TTSError
 
 
 @dataclass(frozen=True)
@@ -82,7 +94,8 @@ class CommitRefused:
     seconds: float  # the audio there was
 
 
-LiveEvent = LiveTranscript | SpeechBoundary | Committed | CommitRefused | TTSError
+# TTSError: the session failed and ends (nothing more follows)
+LiveEvent = LiveTranscript | SpeechBoundary | Committed | CommitRefused | PassFailed | TTSError
 
 
 @dataclass(eq=False)
@@ -96,6 +109,7 @@ class _Segment:
     by_commit: bool = False  # begun by a commit within speech (not where speech started)
     given: int = 0  # samples handed over
     dropped: bool = False  # cleared, or begun by a commit and found to hold no speech: nothing more is sent
+    failure: TTSError | None = None  # its last pass failed
 
 
 class LiveSession:
@@ -120,6 +134,7 @@ class LiveSession:
         self.streaming = streaming or StreamingSettings()
         self.events: asyncio.Queue[LiveEvent | None] = asyncio.Queue()
         self.utterances = 0  # utterances begun
+        self.max_utterance_seconds = MAX_SECONDS
         self._actions: asyncio.Queue[tuple[str, Any]] = asyncio.Queue()
         self._pending_samples = 0  # appended at `rate`, not yet taken by the listening task
         self._resampler = self._new_resampler()
@@ -178,8 +193,10 @@ class LiveSession:
 
     def commit(self, min_seconds: float = 0.0) -> None:
         """End the current utterance with all its audio so far: `Committed`, then its final transcript after its
-        last pass (with no audio, a final of no text). Less than `min_seconds` of audio since the last utterance
-        ended: `CommitRefused` instead, and nothing changes."""
+        last pass (with no audio, a final of no text). With `min_seconds`, a commit of the audio itself: less than
+        that since the last utterance ended is `CommitRefused` instead, and nothing changes; where voice activity
+        heard no speech since, the utterance is the audio kept since then (its last `KEPT_BEYOND_PADDING` seconds
+        and prefix padding)."""
         self._actions.put_nowait(("commit", min_seconds))
 
     def configure(self, language: str | None, context: str, voice_activity: VoiceActivitySettings | None) -> None:
@@ -299,8 +316,8 @@ class LiveSession:
             self._emit(CommitRefused((now - self._buffer_from) / SAMPLE_RATE))
             return
         speaking = self._ends_at is None and self.voice_activity is not None and self.voice_activity.speaking
-        if self._segment is None:  # none held (voice activity heard no speech since the last): one of no audio
-            self._begin(now)
+        if self._segment is None:  # none held (voice activity heard no speech since the last)
+            self._begin(max(self._buffer_from, self._base) if min_seconds else now)  # without min_seconds: no audio
         self._end_segment()
         if speaking:
             self._begin(now, by_commit=True)
@@ -311,25 +328,35 @@ class LiveSession:
         self.utterances += 1
 
     def _give(self, until: int) -> None:
-        """The utterance's audio up to sample `until`, handed to the transcribing task."""
-        segment = self._segment
-        assert segment is not None
-        if until > self._given:
-            piece = self._audio[self._given - self._base : until - self._base]
-            self._given, segment.given = until, segment.given + len(piece)
+        """The utterance's audio up to sample `until`, handed to the transcribing task. One at its longest ends
+        before more is given, the next taking the rest (where voice activity found an end, that one ends there)."""
+        longest = round(self.max_utterance_seconds * SAMPLE_RATE)
+        while until > self._given:
+            segment = self._segment
+            assert segment is not None
+            if segment.given >= longest:
+                self._close_segment(segment)
+                self._begin(self._given)
+                continue
+            end = min(until, self._given + longest - segment.given)
+            piece = self._audio[self._given - self._base : end - self._base]
+            self._given, segment.given = end, segment.given + len(piece)
             self._queued += len(piece)
             self._segments.put_nowait((segment, piece))
 
     def _end_segment(self) -> None:
         """The utterance ends here (with what arrived of its end's padding): committed, its final to follow."""
-        segment = self._segment
-        if segment is None:
+        if self._segment is None:
             return
         now = self._base + len(self._audio)
         self._give(min(self._ends_at, now) if self._ends_at is not None else now)
+        assert self._segment is not None
+        self._close_segment(self._segment)
+        self._segment = self._ends_at = None
+
+    def _close_segment(self, segment: _Segment) -> None:
         self._emit(Committed(segment.index, segment.given / SAMPLE_RATE))
         self._segments.put_nowait((segment, None))
-        self._segment = self._ends_at = None
         self._buffer_from = self._given
 
     # -- transcribing: each utterance's passes in turn, then its final ------------------------------------------
@@ -355,7 +382,8 @@ class LiveSession:
             if not segment.dropped:  # no partial for the tail's pass
                 text = utterance.text
                 heard_until = self._heard_until(segment, utterance)
-                self._emit(LiveTranscript(segment.index, text, utterance.heard_language, True, text, heard_until))
+                language = utterance.heard_language
+                self._emit(LiveTranscript(segment.index, text, language, True, text, heard_until, segment.failure))
             self._current = self._utterance = self._passes = None
 
     def _start_utterance(self, segment: _Segment) -> None:
@@ -394,8 +422,10 @@ class LiveSession:
             tokens = [token.token async for token in self.engine.submit(job)]
         except TTSError as error:
             log.warning("a live pass failed: %s", error)
-            self._emit(error)
+            segment.failure = error
+            self._emit(PassFailed(segment.index, error))
             return False
+        segment.failure = None
         utterance.passed(step, tokens)
         self._head = self._passes.head if self._passes is not None else self._head
         return True

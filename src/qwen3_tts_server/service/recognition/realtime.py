@@ -7,15 +7,18 @@
 Audio: `input_audio_buffer.append` with base64 PCM16 (24 kHz; any rate from 8 to 48 kHz is taken) or G.711 mu-law or
 A-law at 8 kHz; `.commit` ends the utterance with all its audio so far, speech going on at that moment going on in
 the next item at once (beside server voice activity too); less than 100 ms appended since the last item ended is
-OpenAI's `input_audio_buffer_commit_empty` error; `.clear` drops it. Turn detection `server_vad` (threshold, prefix
-padding, silence duration; `semantic_vad` is taken as `server_vad` with its defaults) emits
+OpenAI's `input_audio_buffer_commit_empty` error; one where server voice activity heard no speech since the last
+item commits the audio kept since (the last 1.3 s at most); `.clear` drops it. Turn detection `server_vad`
+(threshold, prefix padding, silence duration; `semantic_vad` is taken as `server_vad` with its defaults) emits
 `input_audio_buffer.speech_started`, `.speech_stopped` and `.committed`; `null` leaves commits to the client. A
 session that sets none has `server_vad`, except for OpenAI's realtime-only transcription models
 (`gpt-realtime-whisper`, `gpt-live-transcribe`), which have no turn detection there: the client commits. Each
 utterance is a conversation item: `conversation.item.input_audio_transcription.delta` carries text the later passes
 keep (deltas are only ever appended), `.completed` the transcript, its `usage` (`{type: "duration", seconds}`) and
-`languages` (`[{code}]`, the language heard), `.failed` a pass that failed. Bad events are `error` events; audio is
-accepted before any update (clients send it at once)."""
+`languages` (`[{code}]`, the language heard), or `.failed` instead where its last pass failed (a pass that fails
+before it is only logged: the next one hears its audio again), or where the session failed (then every item awaiting
+its transcript gets one). Bad events are `error` events; audio is accepted before any update (clients send it at
+once). An utterance that reaches MAX_SECONDS (1200 s) is committed there, the next item taking the audio after it."""
 
 from __future__ import annotations
 
@@ -33,10 +36,10 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from ...audio.decoding import decode_g711, pcm_samples
 from ...audio.voice_activity import VoiceActivitySettings
 from ...engine.registry import ModelRegistry
-from ...errors import EmptyCommitError, InvalidInputError, TTSError, checked
+from ...errors import EmptyCommitError, InvalidInputError, TTSError, checked, shown
 from ...model.asr.languages import language_code, resolve_language
 from ...protocols import Message, WireProtocol
-from .live import CommitRefused, Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
+from .live import CommitRefused, Committed, LiveSession, LiveTranscript, PassFailed, SpeechBoundary, cancelled
 from .routing import route_recognizer
 from .transcription import RecognitionService, check_context
 
@@ -72,8 +75,8 @@ REALTIME_TRANSCRIPTION = WireProtocol(
                 "`delta`", "text the later passes keep, only ever appended"),
         Message("conversation.item.input_audio_transcription.completed", "server", "`item_id`, `content_index`, "
                 "`transcript`, `usage`, `languages`", "the utterance's transcript"),
-        Message("conversation.item.input_audio_transcription.failed", "server", "`item_id`, `error`",
-                "a pass failed; the session goes on"),
+        Message("conversation.item.input_audio_transcription.failed", "server", "`item_id`, `content_index`, "
+                "`error`", "the item's transcription failed (instead of `.completed`); the session goes on"),
         Message("error", "server", "`error`: `type`, `code`, `message`, `param`", "an event refused"),
     ),
 )  # fmt: skip
@@ -261,21 +264,22 @@ class RealtimeTranscription:
             "include": [],
         }
 
-    async def handle(self, text: str) -> None:
+    async def handle(self, text: str) -> bool:
+        """Whether the event was of use: taken, and (an append) with audio."""
         try:
             message = json.loads(text)
         except (ValueError, RecursionError):  # not JSON, nested too deep, or an integer of too many digits
             await self._error(_invalid("a client event is a JSON object", "event"), None)
-            return
+            return False
         if not isinstance(message, dict):
             await self._error(_invalid("a client event is a JSON object", "event"), None)
-            return
+            return False
         kind, client_event = message.get("type"), message.get("event_id")
         try:
             if kind in ("transcription_session.update", "session.update"):
                 await self._update(message.get("session"))
             elif kind == "input_audio_buffer.append":
-                self._append(message.get("audio"))
+                return self._append(message.get("audio"))
             elif kind == "input_audio_buffer.commit":
                 if self.live is not None:
                     self.live.commit(MIN_COMMIT_SECONDS)
@@ -284,9 +288,11 @@ class RealtimeTranscription:
                     self.live.clear()
                 await self.send({"type": "input_audio_buffer.cleared", "event_id": event_id()})
             else:
-                raise _invalid(f"unknown event type {kind!r}", "type")
+                raise _invalid(f"unknown event type {shown(kind)}", "type")
         except TTSError as error:
             await self._error(error, client_event)
+            return False
+        return True
 
     async def _update(self, session: Any) -> None:
         try:
@@ -331,7 +337,8 @@ class RealtimeTranscription:
         self._items, self._sent, self._seconds = {}, {}, {}
         self._pump = asyncio.create_task(self._forward(self.live))
 
-    def _append(self, audio: Any) -> None:
+    def _append(self, audio: Any) -> bool:
+        """Whether there was audio."""
         if not isinstance(audio, str):
             raise _invalid("audio is base64 text", "audio")
         try:
@@ -342,6 +349,7 @@ class RealtimeTranscription:
         samples = pcm_samples(data, 2, 1) if codec == "pcm16" else decode_g711(data, codec)
         if len(samples) and self.live is not None:
             self.live.append(samples)
+        return bool(len(samples))
 
     async def _error(self, error: TTSError, client_event: str | None) -> None:
         event = error_event(error)
@@ -376,25 +384,14 @@ class RealtimeTranscription:
                     }
                 )
                 self._previous_item = item
-            elif isinstance(event, LiveTranscript):
-                await self._transcribed(event)
             elif isinstance(event, CommitRefused):
-                refusal = EmptyCommitError(
-                    "Error committing input audio buffer: buffer too small. Expected at least "
-                    f"{MIN_COMMIT_SECONDS * 1000:.0f}ms of audio, but buffer only has "
-                    f"{event.seconds * 1000:.2f}ms of audio."
-                )
-                await self._error(refusal, None)
-            else:
-                await self.send(
-                    {
-                        "type": "conversation.item.input_audio_transcription.failed",
-                        "event_id": event_id(),
-                        "item_id": self._item(max(live.utterances - 1, 0)),
-                        "content_index": 0,
-                        "error": {"type": "transcription_error", "code": event.code, "message": str(event)},
-                    }
-                )
+                await self._error(EmptyCommitError(_empty_commit(event)), None)
+            elif isinstance(event, TTSError):  # the session failed: it ends, and so do the items awaiting transcripts
+                for utterance in list(self._seconds):
+                    await self._failed(utterance, event)
+                await self._error(event, None)
+            elif not isinstance(event, PassFailed):  # (a failed pass shows in its item's final)
+                await self._transcribed(event)
 
     async def _transcribed(self, event: LiveTranscript) -> None:
         item, sent = self._item(event.utterance), self._sent.get(event.utterance, "")
@@ -409,7 +406,10 @@ class RealtimeTranscription:
                     "delta": event.settled[len(sent) :],
                 }
             )
-        if event.final:
+        if event.final and event.failure is not None:
+            await self._failed(event.utterance, event.failure)
+        elif event.final:
+            seconds = self._seconds.pop(event.utterance, 0.0)
             await self.send(
                 {
                     "type": "conversation.item.input_audio_transcription.completed",
@@ -417,10 +417,29 @@ class RealtimeTranscription:
                     "item_id": item,
                     "content_index": 0,
                     "transcript": event.text,
-                    "usage": {"type": "duration", "seconds": round(self._seconds.get(event.utterance, 0.0), 3)},
+                    "usage": {"type": "duration", "seconds": round(seconds, 3)},
                     "languages": [{"code": code} for code in _codes(event.language)],
                 }
             )
+
+    async def _failed(self, utterance: int, error: TTSError) -> None:
+        self._seconds.pop(utterance, None)
+        await self.send(
+            {
+                "type": "conversation.item.input_audio_transcription.failed",
+                "event_id": event_id(),
+                "item_id": self._item(utterance),
+                "content_index": 0,
+                "error": {"type": "transcription_error", "code": error.code, "message": str(error)},
+            }
+        )
+
+
+def _empty_commit(refused: CommitRefused) -> str:
+    return (
+        "Error committing input audio buffer: buffer too small. Expected at least "
+        f"{MIN_COMMIT_SECONDS * 1000:.0f}ms of audio, but buffer only has {refused.seconds * 1000:.2f}ms of audio."
+    )
 
 
 def _codes(languages: str) -> list[str]:

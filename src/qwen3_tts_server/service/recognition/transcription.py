@@ -207,17 +207,19 @@ class RecognitionService:
         self.max_seconds = max_seconds  # a recording's longest duration
         self._aligning = threading.Lock()  # one alignment at a time, off the event loop beside the engine's thread
 
-    async def transcribe(self, request: TranscriptionRequest) -> Transcript:
-        async for event in self.stream(request):
+    async def transcribe(self, request: TranscriptionRequest, clock: RequestClock | None = None) -> Transcript:
+        async for event in self.stream(request, clock):
             if isinstance(event, Transcript):
                 return event
         raise AssertionError("a transcription stream ends with its transcript")
 
     async def stream(
-        self, request: TranscriptionRequest
+        self, request: TranscriptionRequest, clock: RequestClock | None = None
     ) -> AsyncGenerator[TextDelta | TranscriptSegment | Transcript, None]:
         """Deltas of text as decoded, in order, each part's segment as it ends, then the transcript. Bad audio or
-        settings raise before anything is queued; closing the iterator cancels every part still decoding."""
+        settings raise before anything is queued; closing the iterator cancels every part still decoding. The
+        request's time limit (`clock`, by default REQUEST_TIMEOUT from now) counts the decoding of its audio."""
+        clock = clock or RequestClock(self.request_timeout)
         language, allowed = allowed_languages(request)
         too_long = f"this server transcribes at most {self.max_seconds:g} s (MAX_TRANSCRIPTION_SECONDS)"
         wave = await asyncio.to_thread(heard_wave, request.audio, "the file", "file", self.max_seconds, too_long)
@@ -228,7 +230,6 @@ class RecognitionService:
                 raise InvalidInputError(NO_ALIGNER, param="timestamp_granularities")
             transcriber.splitter.prepare(language or "")  # Korean without its word list: refused before any work
         parts = split_long_audio(wave, SAMPLE_RATE, MAX_SECONDS_WITH_TIMESTAMPS if request.timestamps else MAX_SECONDS)
-        clock = RequestClock(self.request_timeout)
         streams = self._submit(parts, language, request, clock)
         try:
             outputs: list[tuple[str, str]] = []

@@ -5,9 +5,13 @@ never passed off as the translation."""
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import httpx
 
-from ...errors import NotImplementedFeatureError, RequestTimeoutError, UpstreamError
+from ...engine.jobs import RequestClock
+from ...errors import NotImplementedFeatureError, TranscriptionTimeoutError, UpstreamError
 
 NOT_CONFIGURED = (
     "Qwen3-ASR transcribes but does not translate: set TRANSLATE_BASE_URL (an OpenAI-compatible chat API) and "
@@ -32,11 +36,19 @@ class Translator:
         if not self.configured:
             raise NotImplementedFeatureError(NOT_CONFIGURED)
 
-    async def translate(self, text: str, target: str = "English", context: str = "") -> str:
-        """`text` in `target` (a language's English name); an empty text is not sent."""
+    async def translate(
+        self, text: str, target: str = "English", context: str = "", clock: RequestClock | None = None
+    ) -> str:
+        """`text` in `target` (a language's English name); an empty text is not sent. With `clock` (the request's,
+        its audio's decoding and transcription counted), the model has the time left on it."""
         self.check()
         if not text.strip():
             return ""
+        timeout = self.timeout
+        if clock is not None and clock.deadline is not None:
+            timeout = clock.deadline - time.monotonic()
+            if timeout <= 0:
+                raise TranscriptionTimeoutError(f"the request took longer than {clock.timeout:g} s (REQUEST_TIMEOUT)")
         system = INSTRUCTIONS.format(target=target) + (f" Context: {context}" if context else "")
         body = {
             "model": self.model,
@@ -47,10 +59,10 @@ class Translator:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = str(self.base_url).rstrip("/") + "/chat/completions"
         try:
-            async with httpx.AsyncClient(timeout=self.timeout) as client:
-                answer = await client.post(url, json=body, headers=headers)
-        except httpx.TimeoutException as exc:
-            raise RequestTimeoutError(f"the translation model did not answer in {self.timeout} s") from exc
+            async with httpx.AsyncClient(timeout=timeout) as client:  # the time in all, not each read's
+                answer = await asyncio.wait_for(client.post(url, json=body, headers=headers), timeout)
+        except (asyncio.TimeoutError, httpx.TimeoutException) as exc:
+            raise TranscriptionTimeoutError(f"the translation model did not answer in time ({timeout:.3g} s)") from exc
         except httpx.HTTPError as exc:
             raise UpstreamError(f"the translation model at {url} could not be reached: {exc}") from exc
         if answer.status_code != 200:
