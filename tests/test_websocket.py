@@ -139,6 +139,31 @@ def test_speech_starts_at_the_first_clause_before_the_commit(server):
     assert isinstance(messages[1], bytes) and arrivals[1] < committed, "the first clause is spoken while text arrives"
 
 
+def test_a_clause_too_short_to_tell_takes_its_utterances_language_then_the_sessions(server):
+    """A phone number's clause ("+1 (555) 010-0199 ext.") has no language of its own: left to the model's Auto it
+    could be spoken in another language. It takes its utterance's (the text known when it is spoken), else the
+    language the session heard last."""
+
+    async def scenario() -> list[list[tuple[str, str]]]:
+        heard = []
+        async with connect(ws_url(server)) as ws:
+            await send(ws, type="input_text", text="+1 (555) 010-0199 ext. 42, call before 5 pm")
+            heard.append(await receive_until(ws, "done"))
+            await send(ws, type="input_text", text="Ruf an: +49 30 1234567 App. 42, vor 17 Uhr bitte.")
+            heard.append(await receive_until(ws, "done"))
+            for piece in ("+1 (555) ", "010-0199 ext. ", "42, call me back before five"):  # streamed: the number first
+                await send(ws, type="input_text.append", text=piece)
+            await send(ws, type="input_text.commit")
+            heard.append(await receive_until(ws, "done"))
+        return [[(start["text"], start["language"]) for start, _, _ in segments(messages)] for messages in heard]
+
+    english, german, streamed = asyncio.run(scenario())
+    assert english == [("+1 (555) 010-0199 ext.", "english"), ("42, call before 5 pm", "english")]
+    assert {language for _, language in german} == {"german"}, german
+    assert streamed[0] == ("+1 (555) 010-0199 ext.", "german"), "none of its utterance known yet: the session's last"
+    assert streamed[-1][1] == "english"
+
+
 def test_mulaw_at_8khz_is_one_byte_a_sample(server):
     text = "The call costs $5 a minute."
     updated, messages = speak(server, text, response_format="mulaw", sample_rate=8000, language="English")

@@ -25,6 +25,7 @@ from typing import Any, Protocol
 from ...engine.jobs import Audience
 from ...errors import InvalidInputError, PendingTextLimitError, TTSError, error_body, shown
 from ...protocols import Message, WireProtocol
+from ...text.language import detect_language
 from ...text.segment import IncrementalSegmenter, speakable
 from .alignment import SegmentTiming, TimedSegment
 from .requests import SynthesisRequest
@@ -112,6 +113,7 @@ class Utterance:
     segments: list[Segment] = field(default_factory=list)
     legacy: bool = False  # the earlier server's form: audio, then {"event": "done"}, nothing else
     timing: SegmentTiming | None = None  # with `timestamps`: its segments' words, offsets across its clauses
+    text: str = ""  # all its text so far: the language of a clause too short to tell
 
     def done_event(self) -> dict:
         if self.legacy:
@@ -212,6 +214,7 @@ class RealtimeSession:
         self.last_words: asyncio.Task | None = None  # the latest of them: the next one waits for it
         self.words_before_done = words_before_done  # an utterance's `done` waits for its segments' words
         self.audience = Audience()  # the client, who hears the clauses in turn: the audio made ahead is bounded
+        self.language: str | None = None  # the language last detected in a clause: a later one too short to tell
 
     async def __aenter__(self) -> RealtimeSession:
         self.sender = asyncio.create_task(self._play_queue())
@@ -285,6 +288,7 @@ class RealtimeSession:
         if self.utterance is None:
             self.utterance = Utterance(self.started, dict(self.config))
             self.started += 1
+        self.utterance.text += text
         for clause in self.splitter.feed(text):
             if speakable(clause):  # an emoji or a mark alone between clauses has nothing to say
                 await self._submit(self.utterance, clause)
@@ -326,7 +330,7 @@ class RealtimeSession:
         config = {**DEFAULT_CONFIG, **fields}
         await self._check(config, text)
         self._make_room(text)
-        utterance = Utterance(self.started, config, legacy=legacy)
+        utterance = Utterance(self.started, config, legacy=legacy, text=text)
         self.started += 1
         splitter = IncrementalSegmenter()
         for clause in [*splitter.feed(text), splitter.flush()]:
@@ -348,7 +352,7 @@ class RealtimeSession:
         once."""
         utterance.clauses += 1
         try:
-            request = self.parse(utterance.config, text)
+            request = await self._with_language(self.parse(utterance.config, text), utterance)
             if request.timestamps and utterance.timing is None:
                 utterance.timing = await self.speech.timing(request.speed)
             speech = await self.speech.speak(request, start=False, timing=utterance.timing)
@@ -364,6 +368,17 @@ class RealtimeSession:
             self.unstarted.append(segment)
         self.queue.put_nowait(segment)
         self.unplayed_text += len(text)
+
+    async def _with_language(self, request: SynthesisRequest, utterance: Utterance) -> SynthesisRequest:
+        """A clause left to detection that is too short to tell ("+1 (555) 010-0199 ext." before "42, call before 5
+        pm") takes its utterance's language as far as its text is known, else the language of the session's last
+        clause: the model's Auto, left to guess from digits alone, could say it in another language."""
+        if (request.language or "auto").lower() != "auto":
+            return request
+        own = await asyncio.to_thread(detect_language, request.text)
+        language = own or await asyncio.to_thread(detect_language, utterance.text) or self.language
+        self.language = language
+        return request if own or language is None else dataclasses.replace(request, language=language)
 
     def _start(self, speech: SpeechOutput, continuation: bool) -> None:
         """Start a clause's engine job; a later clause of an utterance under way is a continuation (never refused
