@@ -44,6 +44,7 @@ def session_events(
     commit: bool = True,
     language: str | None = None,
     streaming: StreamingSettings | None = None,
+    max_utterance_seconds: float | None = None,
 ) -> list:
     """A live session on its own engine: each piece of `feeds` appended in turn (CLEAR: the session cleared
     instead), a commit if asked, then closed; all its events."""
@@ -51,6 +52,8 @@ def session_events(
 
     async def scenario():
         session = LiveSession(engine, rate, language, voice_activity=voice_activity, streaming=streaming)
+        if max_utterance_seconds is not None:
+            session.max_utterance_seconds = max_utterance_seconds
         await session.start()
         for piece in feeds:
             if piece is CLEAR:

@@ -27,12 +27,13 @@ from wyoming.asr import Transcribe
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 
+from live_cases import session_events
 from qwen3_tts_server.engine.recognition import RecognitionEngine
 from qwen3_tts_server.errors import TranscriptionFailedError
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.recognition.live import Committed, LiveSession, LiveTranscript
+from qwen3_tts_server.service.recognition.live import Committed, LiveTranscript
 from qwen3_tts_server.service.recognition.realtime import RealtimeTranscription
 from qwen3_tts_server.service.recognition.transcription import MAX_CONTEXT_CHARACTERS, RecognitionService
 from qwen3_tts_server.testing.live_server import LiveProcess, free_port, live_process
@@ -167,25 +168,9 @@ def test_a_commit_where_server_vad_heard_no_speech_commits_the_audio_not_an_item
 
 
 def test_an_utterance_at_its_longest_gets_its_final_there_and_the_rest_goes_on(transcriber):
-    engine = RecognitionEngine(transcriber, max_batch_size=1).start()
-
-    async def scenario():
-        session = await LiveSession(engine, streaming=STREAMING).start()
-        session.max_utterance_seconds = 2.5
-        wave = voiced_glide(6.0, pitch=150.0)
-        for start in range(0, len(wave), 8000):
-            session.append(wave[start : start + 8000])
-        session.commit()
-        await session.close()
-        events = []
-        while (event := session.events.get_nowait()) is not None:
-            events.append(event)
-        return events
-
-    try:
-        events = asyncio.run(scenario())
-    finally:
-        engine.stop()
+    wave = voiced_glide(6.0, pitch=150.0)
+    feeds = [wave[start : start + 8000] for start in range(0, len(wave), 8000)]
+    events = session_events(transcriber, feeds, streaming=STREAMING, max_utterance_seconds=2.5)
     assert [event for event in events if isinstance(event, Committed)] == [
         Committed(0, 2.5),
         Committed(1, 2.5),
