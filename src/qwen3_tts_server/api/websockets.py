@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
-from fastapi import WebSocket
+from contextlib import suppress
+
+from fastapi import WebSocket, WebSocketDisconnect
 
 from ..http_contract import key_accepted
+
+MAX_CLOSE_REASON = 123  # bytes of UTF-8 a close frame's reason may hold
 
 
 def authorized(websocket: WebSocket, keys: list[str]) -> bool:
@@ -22,5 +26,13 @@ async def accepted(websocket: WebSocket, keys: list[str]) -> bool:
     await websocket.accept()
     if authorized(websocket, keys):
         return True
-    await websocket.close(code=1008, reason="missing or wrong API key")
+    await close_quietly(websocket, 1008, "missing or wrong API key")
     return False
+
+
+async def close_quietly(websocket: WebSocket, code: int = 1000, reason: str = "") -> None:
+    """Close the socket, the reason cut to what a close frame holds (123 bytes of UTF-8); quietly when the client
+    left first (closing a socket it dropped raises WebSocketDisconnect, one already closed a RuntimeError)."""
+    reason = reason.encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
+    with suppress(WebSocketDisconnect, RuntimeError):
+        await websocket.close(code, reason)

@@ -42,7 +42,7 @@ from ...service.recognition.live import LiveSession, LiveTranscript, PassFailed
 from ...service.recognition.routing import route_recognizer
 from ..dependencies import ServicesDep
 from ..limits import refusal_close_code
-from ..websockets import accepted
+from ..websockets import accepted, close_quietly
 from .live_idle import IDLE_CLOSE_CODE, IdleClock
 
 router = APIRouter()
@@ -117,11 +117,11 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
     except ValueError:
         reason = f"sample_rate is a whole number of Hz from 8000 to 48000, not {query.get('sample_rate')!r}"
         await websocket.send_json(error_message("UNSUPPORTED_SAMPLE_RATE", reason, 400))
-        await websocket.close(code=1008)
+        await close_quietly(websocket, 1008)
         return
     except TTSError as error:
         await websocket.send_json(typed_error_message(error))
-        await websocket.close(code=1008)
+        await close_quietly(websocket, 1008)
         return
     use_vad = truthy(query["use_server_vad"]) if "use_server_vad" in query else settings.live_server_vad
     service = services.recognition[hosted.id]
@@ -138,7 +138,7 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
         await session.start()
     except TTSError as error:  # every live session slot taken, or the model could not load
         await websocket.send_json(typed_error_message(error))
-        await websocket.close(code=refusal_close_code(error))
+        await close_quietly(websocket, refusal_close_code(error))
         return
     greeting = {"status": "connected", "sample_rate": rate, "format": "pcm_s16le", "use_server_vad": use_vad}
     buffer_size = 2 * session.streaming.chunk_samples * rate // 16000
@@ -161,7 +161,7 @@ async def transcribe_ws(websocket: WebSocket, services: ServicesDep) -> None:
     except IdleTimeoutError as error:
         with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
             await websocket.send_json(typed_error_message(error))
-            await websocket.close(code=IDLE_CLOSE_CODE)
+            await close_quietly(websocket, IDLE_CLOSE_CODE)
     except (WebSocketDisconnect, WebSocketDisconnected):
         pass
     finally:  # the client is gone (or idle): its held and queued audio is dropped, its slot given back at once

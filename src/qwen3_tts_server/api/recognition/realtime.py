@@ -7,7 +7,6 @@ error, then close 1001; once the client is gone, its session's work stops at onc
 
 from __future__ import annotations
 
-import contextlib
 import json
 
 from fastapi import APIRouter, WebSocket
@@ -17,7 +16,7 @@ from ...errors import IdleTimeoutError, InvalidInputError, TTSError
 from ...service.recognition.realtime import RealtimeTranscription, error_event
 from ..dependencies import ServicesDep
 from ..limits import refusal_close_code
-from ..websockets import accepted
+from ..websockets import accepted, close_quietly
 from .live_idle import IDLE_CLOSE_CODE, IdleClock
 
 router = APIRouter()
@@ -54,7 +53,7 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
     if websocket.query_params.get("intent") != "transcription":
         refusal = InvalidInputError("this server serves realtime transcription sessions: ?intent=transcription")
         await send(error_event(refusal))
-        await websocket.close(code=1008)
+        await close_quietly(websocket, 1008)
         return
     beta = "realtime=v1" in websocket.headers.get("openai-beta", "")
     session = RealtimeTranscription(
@@ -65,7 +64,7 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
         await session.open()
     except TTSError as error:  # no transcriber hosted, every live session slot taken, or the model could not load
         await send(error_event(error))
-        await websocket.close(code=refusal_close_code(error))
+        await close_quietly(websocket, refusal_close_code(error))
         return
     try:
         while (message := await idle.receive(websocket))["type"] != "websocket.disconnect":
@@ -75,8 +74,7 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
                 idle.touch()
     except IdleTimeoutError as error:
         await send(error_event(error))
-        with contextlib.suppress(WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
-            await websocket.close(code=IDLE_CLOSE_CODE)
+        await close_quietly(websocket, IDLE_CLOSE_CODE)
     except (WebSocketDisconnect, WebSocketDisconnected):
         pass
     finally:

@@ -18,7 +18,7 @@ from ...service.speech.elevenlabs import output_format as parse_output_format
 from ...service.speech.realtime import ChannelClosed
 from ...text.language import LANGUAGE_CODES
 from ..dependencies import ServicesDep
-from ..websockets import accepted
+from ..websockets import accepted, close_quietly
 from .realtime import SocketChannel, parse_request
 from .routes import STREAM_HEADERS, started_audio
 
@@ -26,7 +26,6 @@ router = APIRouter()
 NAMES_BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
 NORMALIZATION = {"auto": None, "on": True, "off": False}
 DEFAULT_FORMAT = "mp3_44100_128"  # ElevenLabs' own default
-MAX_CLOSE_REASON = 123  # bytes of UTF-8 a close frame's reason may hold
 
 
 class SocketOptions(BaseModel):
@@ -78,7 +77,7 @@ async def multi_stream_input(
     except TTSError as exc:  # refused before any context: said, then closed
         with suppress(ChannelClosed):
             await send(error_message(error_body(exc), None))
-        await _close(websocket, 1008, str(exc))
+        await close_quietly(websocket, 1008, str(exc))
         return
     limit = services.settings.max_pending_text
     socket = ElevenLabsSocket(services.speech, send, parse_request, config, fmt, options.sync_alignment, limit)
@@ -100,15 +99,7 @@ async def multi_stream_input(
         if receiving is not None:
             receiving.cancel()
         await socket.aclose()
-    await _close(websocket)
-
-
-async def _close(websocket: WebSocket, code: int = 1000, reason: str = "") -> None:
-    """Close the socket, the reason cut to what a close frame holds; quietly when the client left first (a send
-    on a socket it dropped raises WebSocketDisconnect, one on a socket already closed a RuntimeError)."""
-    reason = reason.encode()[:MAX_CLOSE_REASON].decode(errors="ignore")
-    with suppress(WebSocketDisconnect, RuntimeError):
-        await websocket.close(code, reason)
+    await close_quietly(websocket)
 
 
 class TextToSpeechBody(BaseModel):
