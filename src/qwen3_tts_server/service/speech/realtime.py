@@ -58,6 +58,9 @@ LEGACY_DONE = {"event": "done"}
 MAX_MESSAGE_TEXT = 4096
 _PROBE_TEXT = "probe"  # stands in for the text when a config is checked
 LOOKAHEAD_CLAUSES = 2  # clauses whose engine jobs run ahead of the one playing
+# Characters of an utterance's latest text that tell the language of a clause too short to tell its own: a long
+# utterance is neither copied whole at each append nor detected whole at each such clause.
+LANGUAGE_CONTEXT = MAX_MESSAGE_TEXT
 
 
 class ChannelClosed(Exception):
@@ -113,7 +116,7 @@ class Utterance:
     segments: list[Segment] = field(default_factory=list)
     legacy: bool = False  # the earlier server's form: audio, then {"event": "done"}, nothing else
     timing: SegmentTiming | None = None  # with `timestamps`: its segments' words, offsets across its clauses
-    text: str = ""  # all its text so far: the language of a clause too short to tell
+    text: str = ""  # its latest text (LANGUAGE_CONTEXT characters at most): the language of a clause too short to tell
 
     def done_event(self) -> dict:
         if self.legacy:
@@ -288,7 +291,7 @@ class RealtimeSession:
         if self.utterance is None:
             self.utterance = Utterance(self.started, dict(self.config))
             self.started += 1
-        self.utterance.text += text
+        self.utterance.text = (self.utterance.text + text)[-LANGUAGE_CONTEXT:]
         for clause in self.splitter.feed(text):
             if speakable(clause):  # an emoji or a mark alone between clauses has nothing to say
                 await self._submit(self.utterance, clause)
@@ -330,7 +333,7 @@ class RealtimeSession:
         config = {**DEFAULT_CONFIG, **fields}
         await self._check(config, text)
         self._make_room(text)
-        utterance = Utterance(self.started, config, legacy=legacy, text=text)
+        utterance = Utterance(self.started, config, legacy=legacy, text=text[-LANGUAGE_CONTEXT:])
         self.started += 1
         splitter = IncrementalSegmenter()
         for clause in [*splitter.feed(text), splitter.flush()]:
