@@ -14,7 +14,8 @@ import pytest
 from websockets.asyncio.client import ClientConnection, connect
 
 from qwen3_tts_server.service.speech.elevenlabs import MAX_CONTEXTS
-from qwen3_tts_server.testing.live_server import LiveProcess, live_process
+from qwen3_tts_server.testing.live_server import LiveProcess
+from test_speech_timestamps import speech_and_aligner
 
 ENV = {"MAX_REQUEST_FRAMES": "30", "IDLE_TIMEOUT": "0", "MAX_PENDING_TEXT": "16384"}
 TIMEOUT = 300  # a guard against a hang, not a speed limit
@@ -25,10 +26,7 @@ pytestmark = pytest.mark.slow
 
 @pytest.fixture(scope="module")
 def server(both_families) -> Iterator[LiveProcess]:
-    with live_process(
-        "serve", both_families["speech"], "--model", str(both_families["aligner"]), "--preload-model", env=ENV
-    ) as live:
-        yield live
+    yield from speech_and_aligner(both_families, ENV)
 
 
 def socket_url(server: LiveProcess, query: str = "", voice: str = "ryan") -> str:

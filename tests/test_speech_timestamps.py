@@ -41,12 +41,17 @@ ENV = {"MAX_REQUEST_FRAMES": "30", "TEXT_NORMALIZE": "true", "IDLE_TIMEOUT": "0"
 TIMEOUT = 300  # a guard against a hang, not a speed limit
 
 
-@pytest.fixture(scope="module")
-def server(both_families) -> Iterator[LiveProcess]:
+def speech_and_aligner(both_families, env: dict[str, str]) -> Iterator[LiveProcess]:
+    """A live server hosting a speech model and a ForcedAligner, loaded before it says ready."""
     with live_process(
-        "serve", both_families["speech"], "--model", str(both_families["aligner"]), "--preload-model", env=ENV
+        "serve", both_families["speech"], "--model", str(both_families["aligner"]), "--preload-model", env=env
     ) as live:
         yield live
+
+
+@pytest.fixture(scope="module")
+def server(both_families) -> Iterator[LiveProcess]:
+    yield from speech_and_aligner(both_families, ENV)
 
 
 def pcm_seconds(pcm: bytes, rate: int = 24000) -> float:
