@@ -185,8 +185,8 @@ def main() -> None:
     args = parser.parse_args()
     settings = StreamingSettings(max_new_tokens=args.tokens)
     # as the server resolves QUANTIZE and DTYPE for a transcriber on this CPU
-    precision = ModelSettings(quantize=args.quantize, dtype=args.dtype)
-    dtype, quantize = precision.transcriber_precision("cpu", cpu_multiplies_bfloat16())
+    precision = ModelSettings(quantize=args.quantize, dtype=args.dtype).precision("cpu", cpu_multiplies_bfloat16())
+    dtype, quantize = precision.dtype, precision.quantize
     with tempfile.TemporaryDirectory() as folder:
         scratch = Path(folder)
         call = recorded_call(max(args.seconds, args.sweep_seconds) + 30.0, scratch)

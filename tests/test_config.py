@@ -106,19 +106,27 @@ def test_a_bad_value_names_its_variable(clean_env, name, value):
         Settings.load()
 
 
-def test_quantize_auto_quantises_a_transcriber_on_a_cpu_alone(clean_env):
-    """QUANTIZE's default: none for speech models and aligners and on a GPU; w8a8 for a transcriber on a CPU, its
-    activations in bfloat16 where DTYPE is auto and the CPU multiplies bfloat16. Set values stay as set."""
+def test_quantize_auto_is_w8a8_on_a_cpu_and_says_why(clean_env):
+    """QUANTIZE's default for speech models and transcribers: none on a GPU; w8a8 on a CPU, its activations in
+    bfloat16 where DTYPE is auto and the CPU multiplies bfloat16. Set values stay as set. Each says why."""
     settings = Settings.load()
-    assert settings.quantize == "auto" and settings.resolved_quantization() is None
-    assert settings.transcriber_precision("cpu", True) == ("bfloat16", "w8a8")
-    assert settings.transcriber_precision("cpu", False) == ("float32", "w8a8")
-    assert settings.transcriber_precision("cuda", True) == ("bfloat16", None)
-    assert Settings.load(dtype="float32").transcriber_precision("cpu", True) == ("float32", "w8a8")
-    chosen = Settings.load(quantize="int8")
-    assert chosen.resolved_quantization() == "int8"
-    assert chosen.transcriber_precision("cpu", True) == ("float32", "int8")
-    assert Settings.load(quantize="none").transcriber_precision("cpu", True) == ("float32", None)
+    assert settings.quantize == "auto" and settings.resolved_quantization() is None  # a ForcedAligner's
+
+    def chosen(settings: Settings, device: str, bfloat16: bool) -> tuple[str, str | None]:
+        precision = settings.precision(device, bfloat16)
+        return precision.dtype, precision.quantize
+
+    assert chosen(settings, "cpu", True) == ("bfloat16", "w8a8")
+    assert chosen(settings, "cpu", False) == ("float32", "w8a8")
+    assert chosen(settings, "cuda", True) == ("bfloat16", None)
+    assert chosen(Settings.load(dtype="float32"), "cpu", True) == ("float32", "w8a8")
+    assert chosen(Settings.load(quantize="int8"), "cpu", True) == ("float32", "int8")
+    assert chosen(Settings.load(quantize="none"), "cpu", True) == ("float32", None)
+    assert "bfloat16 activations (this CPU multiplies bfloat16)" in settings.precision("cpu", True).why
+    assert "(this CPU has no bfloat16 instructions)" in settings.precision("cpu", False).why
+    assert "(DTYPE float32)" in Settings.load(dtype="float32").precision("cpu", True).why
+    assert settings.precision("cuda", True).why == "DTYPE auto (bfloat16), QUANTIZE auto (none off a CPU)"
+    assert Settings.load(quantize="int8").precision("cpu", True).why == "DTYPE auto (float32), QUANTIZE int8"
 
 
 def test_config_command_masks_the_key_and_prints_every_setting(tmp_path):

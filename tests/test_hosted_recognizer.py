@@ -163,6 +163,7 @@ def test_a_server_of_recognisers_alone_answers_as_the_earlier_asr_server_and_ref
     # QUANTIZE auto: w8a8, with bfloat16 activations where this CPU multiplies bfloat16
     assert after["model"]["dtype"] == ("bfloat16" if cpu_multiplies_bfloat16() else "float32")
     assert after["model"]["quantization"] == "w8a8"
+    assert after["model"]["precision"].startswith("QUANTIZE auto on a CPU: w8a8")
     assert (before["cuda_graphs"], after["cuda_graphs"]) == (None, "off")  # the token step's graphs: CUDA only
     assert spoken.status_code == 404 and spoken.json()["error"]["param"] == "model"
     assert spoken.json()["error"]["message"].startswith("no speech model is hosted")

@@ -15,10 +15,11 @@ from torch import nn
 
 from qwen3_tts_server.config import Settings
 from qwen3_tts_server.errors import ConfigurationError
+from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
 from qwen3_tts_server.model.layers import Embedding
 from qwen3_tts_server.model.quantization import DynamicInt8Linear, Int4Linear, Int8Linear, parse_quantization
 from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
-from qwen3_tts_server.testing.live_server import live_server
+from qwen3_tts_server.testing.live_server import live_process, live_server
 from qwen3_tts_server.testing.random_checkpoint import make_test_model
 from step_schedule import ENGLISH
 from test_cli import run
@@ -179,6 +180,27 @@ def test_serve_speaks_quantised_and_compiled(checkpoint_dirs):
     audio, rate = sf.read(io.BytesIO(wav))
     assert rate == 24000 and len(audio) >= 2 * 1920
     assert np.sqrt(np.mean(audio**2)) > 0.01
+
+
+def test_serve_speaks_in_w8a8_by_default_on_a_cpu_and_says_why(checkpoint_dirs):
+    """QUANTIZE and DTYPE auto on a CPU: a speech model loads w8a8, with bfloat16 activations where the CPU
+    multiplies bfloat16; /health says which and why, and the speech is real."""
+    import httpx
+
+    env = {"QUANTIZE": "auto", "DTYPE": "auto"}
+    with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
+        spoken = httpx.post(f"{live.base}/v1/audio/speech", json={"input": "By default.", "voice": "ryan"}, timeout=120)
+        model = httpx.get(f"{live.base}/health").json()["model"]
+        log = live.log_tail()
+    assert spoken.status_code == 200, spoken.text
+    audio, rate = sf.read(io.BytesIO(spoken.content))
+    assert rate == 24000 and len(audio) >= 2 * 1920 and np.sqrt(np.mean(audio**2)) > 0.01
+    bfloat16 = cpu_multiplies_bfloat16()
+    assert (model["quantization"], model["dtype"]) == ("w8a8", "bfloat16" if bfloat16 else "float32")
+    assert model["precision"].startswith("QUANTIZE auto on a CPU: w8a8, the fastest precision")
+    reason = "(this CPU multiplies bfloat16)" if bfloat16 else "(this CPU has no bfloat16 instructions)"
+    assert model["precision"].endswith(reason)
+    assert f"{checkpoint_dirs['custom_voice'].name} in {model['dtype']}: {model['precision']}" in log
 
 
 def test_serve_refuses_fp8_on_a_cpu_before_it_listens(checkpoint_dirs):

@@ -1,12 +1,18 @@
 """Seeded speech is the same alone and beside other requests: through the HTTP path, with a request of two segments
 whose second pauses (backpressure: the client has not reached it) and resumes, among requests of other seeds. Each
-row's frame step and codec decode give it the same bits in any batch (model/cpu_linear.py, codec_stream.py)."""
+row's frame step and codec decode give it the same bits in any batch (model/cpu_linear.py, codec_stream.py), in
+float32 and in the CPU default, w8a8 (model/quantization.py)."""
 
 from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from in_process import make_app, run_in_app
+from qwen3_tts_server.config import Settings
+from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
+from qwen3_tts_server.model.tts.tts_model import Qwen3TTSModel
 
 # Two segments (each sentence near SEGMENT_MAX_CHARS), each cut at MAX_REQUEST_FRAMES.
 TEXT = (
@@ -22,9 +28,19 @@ OTHERS = [
 ]
 
 
-def test_seeded_speech_is_the_same_alone_and_beside_other_requests(models):
+@pytest.fixture(scope="module")
+def default_cpu_model(checkpoint_dirs) -> Qwen3TTSModel:
+    """The tiny model in the precision QUANTIZE and DTYPE auto give it on this CPU (w8a8, bfloat16 activations where
+    the CPU multiplies bfloat16)."""
+    precision = Settings.load(quantize="auto", dtype="auto").precision("cpu", cpu_multiplies_bfloat16())
+    return Qwen3TTSModel.load(checkpoint_dirs["custom_voice"], dtype=precision.dtype, quantize=precision.quantize)
+
+
+@pytest.mark.parametrize("precision", ["float32", "the CPU default"])
+def test_seeded_speech_is_the_same_alone_and_beside_other_requests(models, request, precision):
+    model = models["custom_voice"] if precision == "float32" else request.getfixturevalue("default_cpu_model")
     # A second segment pauses after 5 frames ahead of its client.
-    app = make_app(models["custom_voice"], stream_buffer_seconds=0.4, max_request_frames=30)
+    app = make_app(model, stream_buffer_seconds=0.4, max_request_frames=30)
 
     async def scenario(_, http):
         solo = await http.post("/v1/audio/speech", json=BODY)

@@ -102,16 +102,16 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             copies += 1
             model_id = f"{model_id_of(source)}-{copies}"
         make_room = partial(lambda model_id: registry.make_room(model_id), model_id)
+        precision = settings.precision(device, cpu_multiplies_bfloat16())
         others_loaded = partial(lambda model_id: registry.others_loaded(model_id), model_id)
         if kind == "asr":
             aligner_directory = aligner.directory if aligner else None
-            asr_dtype, asr_quantize = settings.transcriber_precision(device, cpu_multiplies_bfloat16())
             load = partial(
                 load_transcriber,
                 directory,
                 device,
-                asr_dtype,
-                asr_quantize,
+                precision.dtype,
+                precision.quantize,
                 aligner_directory,
                 settings.korean_words,
                 settings.prefill_weights,
@@ -132,9 +132,10 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
                     source,
                     recognizer,
                     directory,
-                    parse_dtype(asr_dtype),
+                    parse_dtype(precision.dtype),
                     kind=kind,
                     aligner=aligner,
+                    precision=precision.why,
                 )
             )
             continue
@@ -144,8 +145,8 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
                 Qwen3TTSModel.load,
                 source,
                 device=device,
-                dtype=dtype,
-                quantize=settings.resolved_quantization(),
+                dtype=precision.dtype,
+                quantize=precision.quantize,
                 compile=compile_step,
             ),
             idle_timeout=settings.idle_timeout,
@@ -153,7 +154,9 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             before_load=make_room,
             others_loaded=others_loaded,
         )
-        hosted.append(HostedModel(model_id, source, manager, directory, parse_dtype(str(dtype))))
+        hosted.append(
+            HostedModel(model_id, source, manager, directory, parse_dtype(precision.dtype), precision=precision.why)
+        )
     if aligner is not None and not hosted and not recognizers:
         raise ConfigurationError(
             f"MODELS names the ForcedAligner {aligners[0][0]} alone: it times the words of speech or of transcripts, "
@@ -234,15 +237,15 @@ def serve(settings: Settings) -> int:
     where = settings.unix_socket_path or f"{settings.host}:{settings.port}"
     scheme = "https" if settings.ssl_certfile else "http"
     log.info(
-        "serving %s on %s over %s (%s, %s, quantize %s, compiled step %s)",
-        ", ".join(hosted.id for hosted in prepared.registry),
+        "serving %s on %s over %s (%s, compiled step %s)",
+        ", ".join(hosted.id for hosted in prepared.registry.every),
         where,
         scheme,
         prepared.device,
-        prepared.dtype,
-        settings.quantize,
         "on" if prepared.compiled else "off",
     )
+    for hosted in prepared.registry.every:
+        log.info("%s in %s: %s", hosted.id, str(hosted.dtype).removeprefix("torch."), hosted.precision)
     drain = ShutdownDrain(app, settings.shutdown_grace)
     config = uvicorn.Config(drain, log_config=log_config, **uvicorn_options(settings))
     server = DrainingServer(config, drain, app.state.on_drain)

@@ -4,6 +4,7 @@ memory size."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -32,14 +33,17 @@ class ModelSettings(SettingsGroup):
     )
     device: str = Field("auto", description="torch device: auto (cuda when present, else cpu), cpu, cuda, cuda:1")
     dtype: Literal["auto", "float32", "bfloat16", "float16"] = Field(
-        "auto", description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU"
+        "auto",
+        description="weights' dtype: auto is bfloat16 on a GPU, float32 on a CPU (with QUANTIZE auto, a speech model's "
+        "or a transcriber's activations in bfloat16 where the CPU has bfloat16 instructions)",
     )
     quantize: Literal["auto", "none", "int8", "int4", "fp8", "w8a8"] = Field(
         "auto",
         description="quantisation of the decoder layers: weight-only int8 or int4; fp8 on CUDA only; w8a8 on a CPU "
         "(int8 weights and int8 activations, each row quantised as it comes, fbgemm's integer products); auto is "
-        "none, except for a Qwen3-ASR transcriber on a CPU: w8a8, the fastest there with float32's tokens (and, "
-        "with DTYPE auto, bfloat16 activations where the CPU has bfloat16 instructions)",
+        "none on a GPU and, on a CPU, w8a8 for speech models and Qwen3-ASR transcribers: the fastest there whose "
+        "codes and tokens agree with float32's within a point of bfloat16's (with DTYPE auto, bfloat16 activations "
+        "where the CPU has bfloat16 instructions); a ForcedAligner is not quantised",
     )
     prefill_weights: Literal["auto", "kept", "converted"] = Field(
         "auto",
@@ -105,17 +109,35 @@ class ModelSettings(SettingsGroup):
         return "float32" if device == "cpu" else "bfloat16"
 
     def resolved_quantization(self) -> str | None:
-        """QUANTIZE for speech models and aligners: auto is none."""
+        """QUANTIZE as set, auto meaning none (a ForcedAligner's; speech models and transcribers: `precision`)."""
         return None if self.quantize in ("auto", "none") else self.quantize
 
-    def transcriber_precision(self, device: str, cpu_multiplies_bfloat16: bool) -> tuple[str, str | None]:
-        """The dtype and quantisation of a Qwen3-ASR transcriber: as set, or by QUANTIZE auto on a CPU w8a8, its
-        activations in bfloat16 where DTYPE is auto and the CPU multiplies bfloat16 (the fastest precision there
-        that kept float32's tokens: docs/guides/cpu.md)."""
+    def precision(self, device: str, cpu_multiplies_bfloat16: bool) -> Precision:
+        """The dtype and quantisation of a speech model or a Qwen3-ASR transcriber, and why: as set, or with QUANTIZE
+        auto on a CPU w8a8, its activations in bfloat16 where DTYPE is auto and the CPU multiplies bfloat16 (the
+        fastest precision there whose codes and tokens agree with float32's within a point of bfloat16's:
+        docs/guides/cpu.md)."""
+        dtype = self.resolved_dtype(device)
         if self.quantize != "auto" or device != "cpu":
-            return self.resolved_dtype(device), self.resolved_quantization()
-        dtype = "bfloat16" if self.dtype == "auto" and cpu_multiplies_bfloat16 else self.resolved_dtype(device)
-        return dtype, "w8a8"
+            given = f"DTYPE {self.dtype}" + (f" ({dtype})" if self.dtype == "auto" else "")
+            given += f", QUANTIZE {self.quantize}" + (" (none off a CPU)" if self.quantize == "auto" else "")
+            return Precision(dtype, self.resolved_quantization(), given)
+        if self.dtype == "auto" and cpu_multiplies_bfloat16:
+            return Precision("bfloat16", "w8a8", f"{AUTO_ON_CPU}, bfloat16 activations (this CPU multiplies bfloat16)")
+        because = "DTYPE " + self.dtype if self.dtype != "auto" else "this CPU has no bfloat16 instructions"
+        return Precision(dtype, "w8a8", f"{AUTO_ON_CPU}, {dtype} activations ({because})")
+
+
+AUTO_ON_CPU = "QUANTIZE auto on a CPU: w8a8, the fastest precision within a point of bfloat16's agreement with float32"
+
+
+@dataclass(frozen=True)
+class Precision:
+    """A model's dtype and quantisation (None: none), and why they were chosen (the startup log and /health)."""
+
+    dtype: str
+    quantize: str | None
+    why: str
 
 
 def model_id_of(source: str) -> str:

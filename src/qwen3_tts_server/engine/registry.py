@@ -79,6 +79,7 @@ class HostedModel:
     attached: RowEngine | None = field(default=None, repr=False)  # its Engine or RecognitionEngine, from the app
     kind: str = "tts"  # "tts", or a recogniser's "asr" (`ModelRegistry.recognizers`)
     aligner: HostedAligner | None = None  # a recogniser's, loaded with it for word timestamps
+    precision: str | None = None  # why it loads in its dtype and quantisation (`ModelSettings.precision`)
     fingerprint: str | None = None
     footprint: Footprint | None = None
 

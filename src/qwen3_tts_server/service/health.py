@@ -92,6 +92,7 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
             "device": str(model.device) if model else None,
             "dtype": str(model.dtype).removeprefix("torch.") if model else None,
             "quantization": model.quantization_state if model else None,
+            "precision": hosted.precision,  # why this dtype and quantisation (QUANTIZE and DTYPE, the CPU)
             "loads": models.loads,
             "error": models.last_error,  # why the last load failed; None after a good one
         },
