@@ -3,8 +3,11 @@ one process, on the same random-weight checkpoints: batch 1, greedy, 64 frames (
 either run), codec decoding excluded. Run it in the oracle environment from the repository root:
 
     ORACLE/bin/python benchmarks/frame_time_vs_official.py [--sizes tiny small] [--frames 64] [--repeats 3]
+        [--ours float32 bfloat16:w8a8] [--out FILE]
 
-Prints one JSON line per size and writes benchmarks/results/frame_time_vs_official.json.
+`--ours` times this project's model at each DTYPE[:QUANTIZE] given (default float32), each against the official in
+the same interleaved runs. Prints one JSON line per size and precision and writes
+benchmarks/results/frame_time_vs_official.json (or --out).
 """
 
 from __future__ import annotations
@@ -68,6 +71,8 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", default=["tiny", "small"])
     parser.add_argument("--frames", type=int, default=64)
     parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--ours", nargs="+", default=["float32"], help="DTYPE[:QUANTIZE] of ours, each timed")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results" / "frame_time_vs_official.json")
     args = parser.parse_args()
     torch.manual_seed(0)
     rows = []
@@ -75,30 +80,33 @@ def main() -> None:
         for size in args.sizes:
             path = make_test_model(Path(tmp) / size, size=size, model_type="custom_voice", seed=0)
             official = OfficialModel.from_pretrained(str(path), dtype=torch.float32)
-            ours = Qwen3TTSModel.load(path)
+            ours = {}
+            for precision in args.ours:
+                dtype, _, quantize = precision.partition(":")
+                ours[precision] = Qwen3TTSModel.load(path, dtype=dtype, quantize=quantize or None)
             time_official(official, 4)  # warm-up
-            time_ours(ours, 4)
-            official_s, ours_s = [], []
-            for _ in range(args.repeats):  # interleaved, so machine noise hits both alike
+            for model in ours.values():
+                time_ours(model, 4)
+            official_s: list[float] = []
+            ours_s: dict[str, list[float]] = {precision: [] for precision in ours}
+            for _ in range(args.repeats):  # interleaved, so machine noise hits each alike
                 official_s.append(time_official(official, args.frames))
-                ours_s.append(time_ours(ours, args.frames))
-            row = {
-                "size": size,
-                "frames": args.frames,
-                "official_ms_per_frame": round(1000 * statistics.median(official_s) / args.frames, 2),
-                "ours_ms_per_frame": round(1000 * statistics.median(ours_s) / args.frames, 2),
-            }
-            row["speedup"] = round(row["official_ms_per_frame"] / row["ours_ms_per_frame"], 2)
-            print(json.dumps(row), flush=True)
-            rows.append(row)
-    out = ROOT / "benchmarks" / "results" / "frame_time_vs_official.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
+                for precision, model in ours.items():
+                    ours_s[precision].append(time_ours(model, args.frames))
+            official_ms = round(1000 * statistics.median(official_s) / args.frames, 2)
+            for precision, times in ours_s.items():
+                row = {"size": size, "frames": args.frames, "ours": precision, "official_ms_per_frame": official_ms}
+                row["ours_ms_per_frame"] = round(1000 * statistics.median(times) / args.frames, 2)
+                row["speedup"] = round(row["official_ms_per_frame"] / row["ours_ms_per_frame"], 2)
+                print(json.dumps(row), flush=True)
+                rows.append(row)
+    args.out.parent.mkdir(parents=True, exist_ok=True)
     meta = {
         "machine": platform.processor() or platform.machine(),
         "threads": torch.get_num_threads(),
         "torch": torch.__version__,
     }
-    out.write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
+    args.out.write_text(json.dumps({"meta": meta, "results": rows}, indent=1) + "\n")
 
 
 if __name__ == "__main__":

@@ -5,8 +5,8 @@ Float32 makes a greedy reference of N frames (EOS suppressed). Each variant is t
 frames: at every frame it sees the reference's past and predicts codebook 0 (talker) and codebooks 1-15 (code
 predictor, each given the reference's earlier codebooks); a prediction agrees when its argmax over the audio codes
 equals the reference's code. Variants: bfloat16 (the code predictor rotating q/k in float32, this project's
-default, and in bfloat16, the official code's way), int8 and int4 weights (QUANTIZE), on a CPU w8a8 (int8 weights
-and activations) with float32 and bfloat16 activations, the compiled step
+default, and in bfloat16, the official code's way), int8 and int4 weights (QUANTIZE) with float32 and bfloat16
+activations, on a CPU w8a8 (int8 weights and activations) with float32 and bfloat16 activations, the compiled step
 (TORCH_COMPILE) in float32 and int8, and on CUDA fp8 weights and the code predictor's fused kernels (FUSED_KERNELS)
 in float32 and bfloat16. The codec: the reference codes decoded by a bfloat16
 codec against float32 (quantisation leaves the codec in the model's dtype), as the signal-to-noise ratio in dB.
@@ -42,6 +42,8 @@ VARIANTS = {
     "int8": ("float32", "int8", False, True, False),
     "int8_compiled": ("float32", "int8", True, True, False),
     "int4": ("float32", "int4", False, True, False),
+    "int8_bfloat16": ("bfloat16", "int8", False, True, False),
+    "int4_bfloat16": ("bfloat16", "int4", False, True, False),
     "w8a8": ("float32", "w8a8", False, True, False),  # CPU only
     "w8a8_bfloat16": ("bfloat16", "w8a8", False, True, False),  # CPU only
     "fp8": ("bfloat16", "fp8", False, True, False),  # CUDA only
