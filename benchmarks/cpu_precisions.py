@@ -22,8 +22,8 @@ from qwen3_tts_server.testing.random_checkpoint import make_test_model
 
 ROOT = Path(__file__).resolve().parents[1]
 PRECISIONS = {  # name: bench flags
-    "float32": [],
-    "bfloat16": ["--dtype", "bfloat16"],
+    "float32": ["--dtype", "float32", "--quantize", "none"],
+    "bfloat16": ["--dtype", "bfloat16", "--quantize", "none"],
     "int8": ["--quantize", "int8"],
     "int4": ["--quantize", "int4"],
     "int8 compiled": ["--quantize", "int8", "--compile"],

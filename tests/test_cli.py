@@ -237,9 +237,12 @@ def test_bench_reports_every_level_and_plots(tmp_path):
     import json
 
     out = tmp_path / "bench.json"
-    result = run("bench", "--size", "tiny", "--concurrency", "1", "3", "--frames", "4", "--out", str(out))
+    args = ("--concurrency", "1", "3", "--frames", "4", "--quantize", "auto", "--out", str(out))
+    result = run("bench", "--size", "tiny", *args)
     assert result.returncode == 0, result.stderr
     report = json.loads(out.read_text())
+    # --quantize auto: what serve gives a speech model on a CPU, and why
+    assert report["meta"]["quantize"] == "w8a8" and report["meta"]["precision"].startswith("QUANTIZE auto on a CPU")
     assert [row["concurrency"] for row in report["results"]] == [1, 3]
     for row in report["results"]:
         assert row["frames_per_stream"] == 4 and row["ttfa_p50_ms"] > 0 and row["aggregate_rtf"] > 0

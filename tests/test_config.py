@@ -129,6 +129,26 @@ def test_quantize_auto_is_w8a8_on_a_cpu_and_says_why(clean_env):
     assert Settings.load(quantize="int8").precision("cpu", True).why == "DTYPE auto (float32), QUANTIZE int8"
 
 
+def test_model_commands_resolve_dtype_and_quantize_as_serve_does(clean_env):
+    """`synth`, `bench` and `transcribe`: each of --dtype and --quantize, else its variable, else auto."""
+    from argparse import Namespace
+
+    from qwen3_tts_server.cli_precision import flag_precision
+    from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
+
+    def chosen(dtype: str | None, quantize: str | None, device: str = "cpu") -> tuple[str, str | None]:
+        precision = flag_precision(Namespace(dtype=dtype, quantize=quantize, device=device))
+        return precision.dtype, precision.quantize
+
+    assert chosen(None, None) == ("bfloat16" if cpu_multiplies_bfloat16() else "float32", "w8a8")
+    assert chosen(None, None, "cuda:0") == ("bfloat16", None)
+    assert chosen("float32", "none") == ("float32", None)
+    clean_env.setenv("QUANTIZE", "int8")
+    clean_env.setenv("DTYPE", "bfloat16")
+    assert chosen(None, None) == ("bfloat16", "int8")
+    assert chosen("float32", "w8a8") == ("float32", "w8a8")
+
+
 def test_config_command_masks_the_key_and_prints_every_setting(tmp_path):
     env = {"API_KEY": "sk-very-secret", "IDLE_TIMEOUT": "30", "GATEWAY_MODE": "true"}
     lines = run_cli("config", "--max-batch-size", "8", env=env, cwd=tmp_path)

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .cli_precision import add_dtype_flag, flag_precision, flag_settings
 from .cli_transcribe import add_transcribe
 from .errors import InvalidInputError, TTSError
 
@@ -56,7 +57,7 @@ def _add_synth(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--repetition-penalty", type=float)
     p.add_argument("--max-frames", type=int, help="frame budget (80 ms each); default grows with the text")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    add_dtype_flag(p)
     _add_speed_flags(p)
     p.add_argument("-o", "--output", type=Path, default=Path("out.wav"), help="output WAV (default out.wav)")
     p.add_argument("--codes-out", type=Path, help="also save the codec codes, int array (frames, 16), as .npy")
@@ -77,7 +78,8 @@ def _write_subtitles(args: argparse.Namespace, text: str, spoken: list, segments
     from .service.recognition.subtitles import subtitle_cues, to_srt, to_webvtt
     from .service.speech.alignment import segment_words
 
-    aligner = load_forced_aligner(args.aligner, args.device, args.dtype, None, None)
+    settings = flag_settings(args)
+    aligner = load_forced_aligner(args.aligner, args.device, settings.resolved_dtype(args.device), None, None)
     words, offset = [], 0.0
     for segment, audio in zip(spoken, segments, strict=True):
         words += segment_words(aligner, segment, audio, rate, offset)
@@ -109,8 +111,13 @@ def _synth(args: argparse.Namespace) -> int:
     if args.subtitles and not args.aligner:
         raise InvalidInputError("--subtitles needs --aligner (Qwen/Qwen3-ForcedAligner-0.6B)", param="aligner")
     started = time.perf_counter()
+    precision = flag_precision(args)
     model = Qwen3TTSModel.load(
-        _routed_checkpoint(args), device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
+        _routed_checkpoint(args),
+        device=args.device,
+        dtype=precision.dtype,
+        quantize=precision.quantize,
+        compile=args.compile,
     )
     loaded = time.perf_counter()
     overrides = SamplingOverrides(args.temperature, args.top_k, args.top_p, args.repetition_penalty, args.seed)
@@ -318,7 +325,7 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--concurrency", type=int, nargs="+", default=[1, 2, 4, 8, 16])
     p.add_argument("--frames", type=int, default=64, help="frames per stream (80 ms each)")
     p.add_argument("--device", default="cpu")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    add_dtype_flag(p)
     _add_speed_flags(p)
     p.add_argument("--out", type=Path, default=Path("bench.json"), help="JSON results (default bench.json)")
     p.add_argument("--plot", type=Path, help="PNG plot (default: beside --out)")
@@ -369,6 +376,7 @@ def _bench(args: argparse.Namespace) -> int:
             raise InvalidInputError(f"--peer {name}={path}: no such interpreter or folder")
     if peers and args.model_type != "custom_voice":
         raise InvalidInputError("--peer times CustomVoice requests: use a CustomVoice checkpoint (--type custom_voice)")
+    precision = flag_precision(args)
     with tempfile.TemporaryDirectory() as tmp:
         source = args.model or make_test_model(Path(tmp) / "model", args.size, args.model_type, seed=0)
         # Loaded and warmed up (which compiles the step with --compile) on a thread that ends when done, as `serve`
@@ -378,7 +386,7 @@ def _bench(args: argparse.Namespace) -> int:
 
         def load() -> Qwen3TTSModel:
             loaded = Qwen3TTSModel.load(
-                source, device=args.device, dtype=args.dtype, quantize=args.quantize, compile=args.compile
+                source, device=args.device, dtype=precision.dtype, quantize=precision.quantize, compile=args.compile
             )
             timings["loaded"] = time.perf_counter()
             return loaded
@@ -407,7 +415,7 @@ def _bench(args: argparse.Namespace) -> int:
                     model.frames_to_seconds(args.frames),
                     args.peer_runs,
                     args.device,
-                    args.dtype,
+                    precision.dtype,
                 )
             except TTSError as exc:  # our figures are kept: the report is written without this peer
                 print(f"error: {exc}", file=sys.stderr)
@@ -418,8 +426,9 @@ def _bench(args: argparse.Namespace) -> int:
     meta = {
         "model": name,
         "device": args.device,
-        "dtype": args.dtype,
+        "dtype": precision.dtype,
         "quantize": model.quantization_state,
+        "precision": precision.why,
         **states,  # cuda_graphs, fused_kernels
         "compiled": model.compiler is not None and model.compiler.enabled,
         "threads": torch.get_num_threads(),
@@ -582,9 +591,9 @@ def _bench_serving(args: argparse.Namespace) -> int:
 def _add_speed_flags(p: argparse.ArgumentParser, compile_flag: bool = True) -> None:
     p.add_argument(
         "--quantize",
-        default="none",
-        choices=["none", "int8", "int4", "fp8", "w8a8"],
-        help="quantisation of the decoder layers (fp8: CUDA only; w8a8: CPU only); as QUANTIZE for serve",
+        choices=["auto", "none", "int8", "int4", "fp8", "w8a8"],
+        help="quantisation of the decoder layers (fp8: CUDA only; w8a8: CPU only), as QUANTIZE for serve (default: "
+        "QUANTIZE, else auto: w8a8 on a CPU)",
     )
     if not compile_flag:
         return

@@ -10,6 +10,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from .cli_precision import add_dtype_flag, flag_precision, flag_settings
 from .errors import InvalidInputError
 
 FORMATS = {"text": ".txt", "json": ".json", "srt": ".srt", "vtt": ".vtt"}
@@ -42,7 +43,7 @@ def add_transcribe(sub: argparse._SubParsersAction, speed_flags: Any) -> None:
     p.add_argument("--max-new-tokens", type=int, help="token budget of each part (default: 16 per second of audio)")
     p.add_argument("--batch", type=int, default=8, help="parts decoded side by side (default 8)")
     p.add_argument("--device", default="cpu", help="torch device, e.g. cpu or cuda:0")
-    p.add_argument("--dtype", default="float32", choices=["float32", "bfloat16", "float16"])
+    add_dtype_flag(p)
     speed_flags(p, compile_flag=False)
     p.set_defaults(func=transcribe)
 
@@ -100,8 +101,12 @@ def transcribe(args: argparse.Namespace) -> int:
     _check_output(args.files, args.output)
     waves = [_read(path) for path in args.files]  # every file checked before a model loads
     started = time.perf_counter()
-    model = load_asr_checkpoint(args.model, args.device, args.dtype, args.quantize)
-    aligner = load_asr_checkpoint(args.aligner, args.device, args.dtype, args.quantize) if timestamps else None
+    precision, settings = flag_precision(args), flag_settings(args)
+    model = load_asr_checkpoint(args.model, args.device, precision.dtype, precision.quantize)
+    aligner = None  # as `serve` loads a transcriber's: in DTYPE, unquantised unless QUANTIZE says so
+    if timestamps:
+        dtype, quantize = settings.resolved_dtype(args.device.split(":")[0]), settings.resolved_quantization()
+        aligner = load_asr_checkpoint(args.aligner, args.device, dtype, quantize)
     transcriber = Transcriber(model, aligner, splitter)
     loaded = time.perf_counter()
     with tqdm(unit="token", desc="transcribing", file=sys.stderr, leave=False, disable=None) as bar:
