@@ -133,11 +133,11 @@ def test_model_commands_resolve_dtype_and_quantize_as_serve_does(clean_env):
     """`synth`, `bench` and `transcribe`: each of --dtype and --quantize, else its variable, else auto."""
     from argparse import Namespace
 
-    from qwen3_tts_server.cli_precision import flag_precision
+    from qwen3_tts_server.cli_precision import flag_precision, flag_settings
     from qwen3_tts_server.model.device import cpu_multiplies_bfloat16
 
     def chosen(dtype: str | None, quantize: str | None, device: str = "cpu") -> tuple[str, str | None]:
-        precision = flag_precision(Namespace(dtype=dtype, quantize=quantize, device=device))
+        precision = flag_precision(flag_settings(Namespace(dtype=dtype, quantize=quantize)), device)
         return precision.dtype, precision.quantize
 
     assert chosen(None, None) == ("bfloat16" if cpu_multiplies_bfloat16() else "float32", "w8a8")

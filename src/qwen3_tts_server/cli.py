@@ -111,7 +111,7 @@ def _synth(args: argparse.Namespace) -> int:
     if args.subtitles and not args.aligner:
         raise InvalidInputError("--subtitles needs --aligner (Qwen/Qwen3-ForcedAligner-0.6B)", param="aligner")
     started = time.perf_counter()
-    precision = flag_precision(args)
+    precision = flag_precision(flag_settings(args), args.device)
     model = Qwen3TTSModel.load(
         _routed_checkpoint(args),
         device=args.device,
@@ -376,7 +376,7 @@ def _bench(args: argparse.Namespace) -> int:
             raise InvalidInputError(f"--peer {name}={path}: no such interpreter or folder")
     if peers and args.model_type != "custom_voice":
         raise InvalidInputError("--peer times CustomVoice requests: use a CustomVoice checkpoint (--type custom_voice)")
-    precision = flag_precision(args)
+    precision = flag_precision(flag_settings(args), args.device)
     with tempfile.TemporaryDirectory() as tmp:
         source = args.model or make_test_model(Path(tmp) / "model", args.size, args.model_type, seed=0)
         # Loaded and warmed up (which compiles the step with --compile) on a thread that ends when done, as `serve`

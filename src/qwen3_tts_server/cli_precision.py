@@ -27,10 +27,10 @@ def flag_settings(args: argparse.Namespace) -> Settings:
     return Settings.load(dtype=args.dtype, quantize=args.quantize)
 
 
-def flag_precision(args: argparse.Namespace) -> Precision:
-    """A speech model's or a transcriber's dtype and quantisation from `--dtype` and `--quantize`, as `serve` gives
-    them (on a CPU by default w8a8, bfloat16 activations where the CPU multiplies bfloat16)."""
+def flag_precision(settings: Settings, device: str) -> Precision:
+    """A speech model's or a transcriber's dtype and quantisation on `device` (`--device`) from `flag_settings`, as
+    `serve` gives them (on a CPU by default w8a8, bfloat16 activations where the CPU multiplies bfloat16)."""
     from .model.device import cpu_multiplies_bfloat16
 
-    device = args.device.split(":")[0]
-    return flag_settings(args).precision(device, device == "cpu" and cpu_multiplies_bfloat16())
+    kind = device.split(":")[0]
+    return settings.precision(kind, kind == "cpu" and cpu_multiplies_bfloat16())

@@ -101,11 +101,12 @@ def transcribe(args: argparse.Namespace) -> int:
     _check_output(args.files, args.output)
     waves = [_read(path) for path in args.files]  # every file checked before a model loads
     started = time.perf_counter()
-    precision, settings = flag_precision(args), flag_settings(args)
+    settings = flag_settings(args)
+    precision = flag_precision(settings, args.device)
     model = load_asr_checkpoint(args.model, args.device, precision.dtype, precision.quantize)
     aligner = None  # as `serve` loads a transcriber's: in DTYPE, unquantised unless QUANTIZE says so
     if timestamps:
-        dtype, quantize = settings.resolved_dtype(args.device.split(":")[0]), settings.resolved_quantization()
+        dtype, quantize = settings.resolved_dtype(args.device), settings.resolved_quantization()
         aligner = load_asr_checkpoint(args.aligner, args.device, dtype, quantize)
     transcriber = Transcriber(model, aligner, splitter)
     loaded = time.perf_counter()

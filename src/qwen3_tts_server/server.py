@@ -40,7 +40,6 @@ class PreparedModel:
 
     registry: ModelRegistry
     device: str
-    dtype: str
     compiled: bool
 
 
@@ -57,7 +56,7 @@ def prepare_model(settings: Settings) -> PreparedModel:
     compile_step = settings.resolved_compile()
     if compile_step:  # inductor's compiled code kept beside the voice library, so that a restart reuses it
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str((settings.data_dir or default_data_dir()) / "compiled"))
-    return PreparedModel(build_registry(settings, device, dtype, compile_step), device, str(dtype), compile_step)
+    return PreparedModel(build_registry(settings, device, dtype, compile_step), device, compile_step)
 
 
 def build_registry(settings: Settings, device: str, dtype: str, compile_step: bool) -> ModelRegistry:
@@ -89,6 +88,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
     if len({directory.resolve() for _, directory in aligners}) > 1:
         raise ConfigurationError(f"MODELS names {len(aligners)} ForcedAligner checkpoints; one times every transcript")
     aligner = HostedAligner(model_id_of(aligners[0][0]), aligners[0][1]) if aligners else None
+    precision = settings.precision(device, cpu_multiplies_bfloat16())  # a speech model's or a transcriber's
     for source, directory, kind in sources:
         if kind == "forced_aligner":
             continue
@@ -102,7 +102,6 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
             copies += 1
             model_id = f"{model_id_of(source)}-{copies}"
         make_room = partial(lambda model_id: registry.make_room(model_id), model_id)
-        precision = settings.precision(device, cpu_multiplies_bfloat16())
         others_loaded = partial(lambda model_id: registry.others_loaded(model_id), model_id)
         if kind == "asr":
             aligner_directory = aligner.directory if aligner else None
@@ -244,8 +243,7 @@ def serve(settings: Settings) -> int:
         prepared.device,
         "on" if prepared.compiled else "off",
     )
-    for hosted in prepared.registry.every:
-        log.info("%s in %s: %s", hosted.id, str(hosted.dtype).removeprefix("torch."), hosted.precision)
+    log_precisions(prepared.registry)
     drain = ShutdownDrain(app, settings.shutdown_grace)
     config = uvicorn.Config(drain, log_config=log_config, **uvicorn_options(settings))
     server = DrainingServer(config, drain, app.state.on_drain)
@@ -276,13 +274,20 @@ def serve_wyoming(settings: Settings) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         async with app.router.lifespan_context(app):
-            log.info("serving %s over Wyoming only (%s, %s)", settings.model_id, prepared.device, prepared.dtype)
+            log.info("serving %s over Wyoming only (%s)", settings.model_id, prepared.device)
+            log_precisions(prepared.registry)
             await stop.wait()
             log.info("stopping the Wyoming server")
 
     asyncio.run(run())
     logging.shutdown()
     return 0
+
+
+def log_precisions(registry: ModelRegistry) -> None:
+    """A line per hosted model: the dtype it loads in, and why that precision (`ModelSettings.precision`)."""
+    for hosted in registry.every:
+        log.info("%s in %s: %s", hosted.id, str(hosted.dtype).removeprefix("torch."), hosted.precision)
 
 
 def listening_socket(config: uvicorn.Config, send_buffer_bytes: int) -> socket.socket:
