@@ -5,9 +5,9 @@ each stream's first audio and its speed (seconds of audio / seconds from the req
 stream's, and the streams' audio per second in all.
 
     HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/served_speech_cpu.py [--size 0.6b | --model DIR] [--frames 100]
-        [--streams 1 4] [--precisions default float32 ...]
+        [--streams 1 4] [--precisions default float32 ...] [--out FILE]
 
-Writes benchmarks/results/served_speech_cpu_<size>.json.
+Writes benchmarks/results/served_speech_cpu_<size>.json (or --out).
 """
 
 from __future__ import annotations
@@ -33,6 +33,9 @@ PRECISIONS = {  # name: the server's environment (the default: none set, as a us
     "float32": {"QUANTIZE": "none", "DTYPE": "float32"},  # the default before issue 62
     "bfloat16": {"QUANTIZE": "none", "DTYPE": "bfloat16"},
     "w8a8, float32 activations": {"QUANTIZE": "w8a8", "DTYPE": "float32"},
+    # the code predictor's passes layer by layer, as before they were traced (TRACED_PREDICTOR's default: auto)
+    "default, predictor layer by layer": {"QUANTIZE": "auto", "DTYPE": "auto", "TRACED_PREDICTOR": "off"},
+    "float32, predictor layer by layer": {"QUANTIZE": "none", "DTYPE": "float32", "TRACED_PREDICTOR": "off"},
 }
 SAMPLE_RATE, BYTES_PER_SAMPLE = 24000, 2
 TEXT = (
@@ -79,6 +82,7 @@ def main() -> None:
     parser.add_argument("--frames", type=int, default=100, help="each request's frame budget (MAX_REQUEST_FRAMES)")
     parser.add_argument("--streams", type=int, nargs="+", default=[1, 4])
     parser.add_argument("--precisions", nargs="+", default=list(PRECISIONS), choices=list(PRECISIONS))
+    parser.add_argument("--out", type=Path, help="where the JSON goes")
     args = parser.parse_args()
     report: dict = {"model": str(args.model or f"{args.size} (random weights)"), "cores": os.cpu_count()}
     report |= {"cpu": cpu_name(), "frames": args.frames, "results": []}
@@ -93,7 +97,7 @@ def main() -> None:
                     row |= asyncio.run(streams_at_once(live.base, streams))
                     report["results"].append(row)
                     print(json.dumps({key: value for key, value in row.items() if key != "each"}), flush=True)
-    out = RESULTS / f"served_speech_cpu_{args.size if args.model is None else args.model.name}.json"
+    out = args.out or RESULTS / f"served_speech_cpu_{args.size if args.model is None else args.model.name}.json"
     out.write_text(json.dumps(report, indent=1) + "\n")
 
 

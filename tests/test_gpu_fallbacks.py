@@ -86,8 +86,9 @@ def test_a_graph_whose_first_replay_differs_turns_graphs_off(models, caplog):
 def _engine_generators(monkeypatch, backend: EagerReplay) -> None:
     """The engine's generators step statically on the CPU with `backend` for graphs, unless graphs are off."""
 
-    def generator(talker, rows, graphs=None, fused=None):
-        return FrameGenerator(talker, rows, static=True, graphs=graphs is not False, graph_backend=backend, fused=fused)
+    def generator(talker, rows, graphs=None, fused=None, traces=None):
+        static = {"static": True, "graphs": graphs is not False, "graph_backend": backend}
+        return FrameGenerator(talker, rows, **static, fused=fused, traces=traces)
 
     monkeypatch.setattr(engine_module, "FrameGenerator", generator)
 

@@ -190,7 +190,8 @@ def test_serve_speaks_in_w8a8_by_default_on_a_cpu_and_says_why(checkpoint_dirs):
     env = {"QUANTIZE": "auto", "DTYPE": "auto"}
     with live_process("serve", checkpoint_dirs["custom_voice"], "--preload-model", env=env) as live:
         spoken = httpx.post(f"{live.base}/v1/audio/speech", json={"input": "By default.", "voice": "ryan"}, timeout=120)
-        model = httpx.get(f"{live.base}/health").json()["model"]
+        health = httpx.get(f"{live.base}/health").json()
+        model = health["model"]
         log = live.log_tail()
     assert spoken.status_code == 200, spoken.text
     audio, rate = sf.read(io.BytesIO(spoken.content))
@@ -201,6 +202,8 @@ def test_serve_speaks_in_w8a8_by_default_on_a_cpu_and_says_why(checkpoint_dirs):
     reason = "(this CPU multiplies bfloat16)" if bfloat16 else "(this CPU has no bfloat16 instructions)"
     assert model["precision"].endswith(reason)
     assert f"{checkpoint_dirs['custom_voice'].name} in {model['dtype']}: {model['precision']}" in log
+    # the code predictor's passes traced (TRACED_PREDICTOR's default), from the warm-up's first step
+    assert health["traced_predictor"] == "on" and "code predictor traced for 1 rows" in log
 
 
 def test_serve_refuses_fp8_on_a_cpu_before_it_listens(checkpoint_dirs):

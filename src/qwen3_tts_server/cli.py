@@ -351,6 +351,13 @@ def _add_bench(sub: argparse._SubParsersAction) -> None:
         help="the code predictor's fused Triton kernels where they can run (auto), or the layer-by-layer passes (off); "
         "as FUSED_KERNELS for serve",
     )
+    p.add_argument(
+        "--traced-predictor",
+        choices=("auto", "off"),
+        default="auto",
+        help="on a CPU, the code predictor's passes as a TorchScript trace (auto), or layer by layer (off); as "
+        "TRACED_PREDICTOR for serve",
+    )
     p.set_defaults(func=_bench)
 
 
@@ -386,7 +393,12 @@ def _bench(args: argparse.Namespace) -> int:
 
         def load() -> Qwen3TTSModel:
             loaded = Qwen3TTSModel.load(
-                source, device=args.device, dtype=precision.dtype, quantize=precision.quantize, compile=args.compile
+                source,
+                device=args.device,
+                dtype=precision.dtype,
+                quantize=precision.quantize,
+                compile=args.compile,
+                trace_predictor=args.traced_predictor == "auto",
             )
             timings["loaded"] = time.perf_counter()
             return loaded
@@ -429,7 +441,7 @@ def _bench(args: argparse.Namespace) -> int:
         "dtype": precision.dtype,
         "quantize": model.quantization_state,
         "precision": precision.why,
-        **states,  # cuda_graphs, fused_kernels
+        **states,  # cuda_graphs, fused_kernels, traced_predictor
         "compiled": model.compiler is not None and model.compiler.enabled,
         "threads": torch.get_num_threads(),
         "load_seconds": round(loaded - started, 2),

@@ -147,6 +147,7 @@ def build_registry(settings: Settings, device: str, dtype: str, compile_step: bo
                 dtype=precision.dtype,
                 quantize=precision.quantize,
                 compile=compile_step,
+                trace_predictor=settings.traced_predictor == "auto",
             ),
             idle_timeout=settings.idle_timeout,
             describe=partial(prepare_loading, source),

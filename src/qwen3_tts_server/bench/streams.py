@@ -95,8 +95,8 @@ def run_bench(
     cuda_graphs: bool = True,
     fused_kernels: str = "auto",
 ) -> tuple[list[LevelResult], dict[str, str]]:
-    """Each level's figures, and the states after the run of the step's CUDA graphs (on, off or failed (reason)) and
-    of the code predictor's fused kernels (on, off (why), failed (why))."""
+    """Each level's figures, and the states after the run of the step's CUDA graphs (on, off or failed (reason)), of
+    the code predictor's fused kernels and of its traced passes (on, off (why), failed (why))."""
     engine = Engine(
         model,
         max_batch_size=max_batch_size or max(levels),
@@ -112,7 +112,8 @@ def run_bench(
     try:
         results = asyncio.run(all_levels())
         generator = engine.generator
-        return results, {"cuda_graphs": generator.graphs_state, "fused_kernels": generator.fused_state}
+        states = {"cuda_graphs": generator.graphs_state, "fused_kernels": generator.fused_state}
+        return results, {**states, "traced_predictor": generator.traced_state}
     finally:
         engine.stop()
 

@@ -64,6 +64,13 @@ class EngineSettings(SettingsGroup):
         "run (CUDA with Triton; checked against the layer-by-layer passes on first use, which they fall back to with "
         "one warning, as /health's fused_kernels says), off for the layer-by-layer passes",
     )
+    traced_predictor: Literal["auto", "off"] = Field(
+        "auto",
+        description="on a CPU, run the code predictor's 15 passes a frame as a TorchScript trace of its own code (no "
+        "Python between its operations: the same operations and codes, checked against the layer-by-layer passes on "
+        "each row count's first step, which they fall back to with one warning, as /health's traced_predictor says); "
+        "off for the layer-by-layer passes; not with TORCH_COMPILE",
+    )
     huge_pages: Literal["auto", "off"] = Field(
         "auto",
         description="after a model loads on a CPU, move its resident memory into the kernel's 2 MiB transparent huge "

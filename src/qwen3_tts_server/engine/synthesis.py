@@ -257,6 +257,7 @@ class Engine(RowEngine[SpeechJob, _Handle]):
                 self.max_batch_size,
                 graphs=None if self.cuda_graphs else False,
                 fused=None if self.fused_kernels == "auto" else False,
+                traces=model.predictor_traces,
             )
             graphs = generator.capture()
             if graphs:

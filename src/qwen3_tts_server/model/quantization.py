@@ -201,7 +201,8 @@ class DynamicInt8Linear(Int8Linear):
         # its arithmetic (the largest magnitude as one reduction, the range columns joined by one copy).
         magnitude = torch.linalg.vector_norm(rows, float("inf"), dim=1, keepdim=True)
         magnitude.clamp_(min=torch.finfo(torch.float32).tiny)
-        augmented = torch.cat((rows / magnitude, self.range_columns.expand(len(rows), 2)), dim=1)
+        # rows.shape[0], not len(rows): a trace records it as an operation and serves other row counts
+        augmented = torch.cat((rows / magnitude, self.range_columns.expand(rows.shape[0], 2)), dim=1)
         return torch.ops.quantized.linear_dynamic(augmented, self.packed, self.reduce_range).mul_(magnitude)
 
 

@@ -101,6 +101,8 @@ def health_report(hosted: HostedModel, library: VoiceLibrary, audio_cache: Audio
         "cuda_graphs": graphs,
         # The code predictor's fused kernels: on, off (why), or failed (why) with the layer-by-layer passes serving.
         "fused_kernels": generator.fused_state if generator is not None else None,
+        # On a CPU, the code predictor's passes traced: on, off (why), or failed (why) with the layer-by-layer passes.
+        "traced_predictor": generator.traced_state if generator is not None else None,
         "memory": memory,
         "active_streams": engine.active,
         "paused_streams": engine.paused,  # waiting for their clients to take the audio they hold

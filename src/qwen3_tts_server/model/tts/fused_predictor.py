@@ -19,6 +19,7 @@ from torch import nn
 from .. import kernels
 from ..cpu_linear import RowwiseLinear
 from ..layers import DecoderLayer, Embedding, RMSNorm, Rotary, fuse_projections
+from .predictor_path import PredictorPath
 from .sampling import RowSampling
 from .talker import CodePredictor
 
@@ -208,7 +209,7 @@ def check(
     return codes, worst
 
 
-class FusedPredictorPath:
+class FusedPredictorPath(PredictorPath):
     """Whether a generator's code predictor runs fused, and the fused passes once built. `state`: "on", "off (why)"
     or "failed (why)"; `predict` returns None whenever the layer-by-layer passes must run instead."""
 
@@ -229,16 +230,6 @@ class FusedPredictorPath:
         if wanted is None and device.type != "cuda":
             return "not on CUDA"
         return unsupported(predictor)
-
-    @property
-    def active(self) -> bool:
-        return self.off_reason is None and self.failure is None
-
-    @property
-    def state(self) -> str:
-        if self.off_reason is not None:
-            return f"off ({self.off_reason})"
-        return "on" if self.failure is None else f"failed ({self.failure})"
 
     def predict(
         self,

@@ -21,6 +21,7 @@ from .fused_predictor import FusedPredictorPath
 from .prompt import TalkerPrompt
 from .sampling import RowSampling, SamplingParams, apply_repetition_penalty, choose, stream_uniform
 from .talker import Talker
+from .traced_predictor import PredictorTraces
 
 MIN_FRAMES = 2
 # A row's end as the step computes it on the device (an index into FINISH_REASONS): 0 goes on, 1 EOS.
@@ -68,6 +69,7 @@ class FrameGenerator:
         graphs: bool | None = None,
         graph_backend: GraphBackend | None = None,
         fused: bool | None = None,
+        traces: PredictorTraces | None = None,
     ):
         self.talker = talker
         self.cfg: TalkerConfig = talker.cfg
@@ -109,6 +111,8 @@ class FrameGenerator:
         self._suppressed = suppressed
         # The code predictor's passes through fused kernels (None: where they can run, on CUDA with Triton).
         self.fused = FusedPredictorPath(talker.code_predictor, fused)
+        # Elsewhere (on a CPU), the model's traces of those passes where it keeps them (`traced_predictor.py`).
+        self.traces = traces
         graphed = self.static and (on_cuda if graphs is None else graphs)
         self.graphs = StepGraphs(self._layout, lambda: no_row_running(self.running), graph_backend) if graphed else None
 
@@ -121,6 +125,11 @@ class FrameGenerator:
     def fused_state(self) -> str:
         """The code predictor's fused kernels: "on", "off (why)" or "failed (why)"."""
         return self.fused.state
+
+    @property
+    def traced_state(self) -> str:
+        """The code predictor's traced passes: "on", "off (why)" or "failed (why)"."""
+        return "off (not asked for)" if self.traces is None else self.traces.state
 
     @property
     def active(self) -> list[int]:
@@ -290,11 +299,10 @@ class FrameGenerator:
         hidden0, embedded0 = self.hidden[rows][:, None], self.talker.embed_codec(code0[:, None])
         uniforms = self._uniforms(rows, running, len(self.talker.code_predictor.lm_head))
         rest = self.fused.predict(hidden0, embedded0, subtalker, uniforms)
+        if rest is None and self.traces is not None:
+            rest = self.traces.predict(hidden0, embedded0, subtalker, uniforms)
         if rest is None:
-            columns = iter(uniforms.unbind(1))
-            rest = self.talker.code_predictor.predict(
-                hidden0, embedded0, lambda logits: choose(logits, subtalker, next(columns))
-            )
+            rest = self.talker.code_predictor.sample(hidden0, embedded0, subtalker, uniforms)
         codes = torch.cat((code0[:, None], rest), dim=1)
         self.frames[rows] += running
         made = self.frames[rows]

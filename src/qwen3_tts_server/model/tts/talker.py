@@ -12,6 +12,7 @@ from torch import nn
 
 from ..layers import DecoderStack, Embedding, KVCache
 from .config import TalkerConfig
+from .sampling import RowSampling, choose
 
 
 class TextProjection(nn.Module):
@@ -77,6 +78,17 @@ class CodePredictor(nn.Module):
                 x = self.small_to_mtp_projection(self.model.codec_embedding[group](code)[:, None])
                 hidden = self.model.decode_aligned(x, cache, position=group + 2)[:, 0]
         return torch.stack(codes, dim=1)
+
+    def sample(
+        self,
+        talker_hidden: torch.Tensor,
+        code0_embedding: torch.Tensor,
+        sampling: RowSampling,
+        uniforms: torch.Tensor,
+    ) -> torch.Tensor:
+        """`predict`, each codebook chosen by `sampling.choose` with the row's number for it: uniforms (B, G-1)."""
+        columns = iter(uniforms.unbind(1))
+        return self.predict(talker_hidden, code0_embedding, lambda logits: choose(logits, sampling, next(columns)))
 
 
 class Talker(nn.Module):

@@ -20,6 +20,7 @@ from .generation import FrameGenerator, RowRequest
 from .loading import CheckpointParts, load_checkpoint
 from .prompt import PromptBuilder, SpeechInput, TalkerPrompt, TokenizedInput
 from .sampling import SamplingParams
+from .traced_predictor import PredictorTraces
 from .voice_cloning import VoiceEncoder
 from .voice_prompt import VoicePrompt
 
@@ -56,6 +57,8 @@ class Qwen3TTSModel:
         self.quantization = parts.quantization
         self.quantization_failure = parts.quantization_failure
         self.compiler: StepCompiler | None = None  # set when the frame step is compiled
+        # The code predictor's passes traced on a CPU (`traced_predictor.py`), shared by every generator of the model.
+        self.predictor_traces = PredictorTraces(self.talker.code_predictor, wanted=False)
         self.prompts = PromptBuilder(parts.config, parts.tokenizer, self.talker, parts.fingerprint)
         self.voice_encoder = VoiceEncoder(
             parts.weights.speaker_encoder,
@@ -75,12 +78,15 @@ class Qwen3TTSModel:
         dtype: str | torch.dtype = "float32",
         quantize: str | None = None,
         compile: bool = False,
+        trace_predictor: bool = True,
     ) -> Qwen3TTSModel:
         """`quantize`: the decoder layers' weights in int8, int4 or fp8 (`model/quantization.py`); `compile`: the frame
-        step compiled (`compilation.py`), on each shape's first step (the warm-up runs them)."""
+        step compiled (`compilation.py`), on each shape's first step (the warm-up runs them); `trace_predictor`: on a
+        CPU, the code predictor's passes traced (`traced_predictor.py`), unless the step is compiled."""
         model = cls(load_checkpoint(name_or_path, device, dtype, quantize))
         if compile:
             model.compiler = compile_frame_step(model.talker)
+        model.predictor_traces = PredictorTraces(model.talker.code_predictor, trace_predictor, compiled=compile)
         return model
 
     @property
@@ -161,7 +167,7 @@ class Qwen3TTSModel:
             return []
         if isinstance(params, SamplingParams):
             params = [params] * len(requests)
-        generator = FrameGenerator(self.talker, len(requests))
+        generator = FrameGenerator(self.talker, len(requests), traces=self.predictor_traces)
         row_of = {}
         total_budget = 0
         for i, (request, p) in enumerate(zip(requests, params, strict=True)):
