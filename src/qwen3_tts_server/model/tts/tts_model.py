@@ -42,7 +42,7 @@ class Generated:
 
 
 class Qwen3TTSModel:
-    def __init__(self, parts: CheckpointParts):
+    def __init__(self, parts: CheckpointParts, trace_predictor: bool = False, compiled: bool = False):
         self.directory = parts.directory
         self.config = parts.config
         self.codec_config = parts.codec_config
@@ -58,7 +58,7 @@ class Qwen3TTSModel:
         self.quantization_failure = parts.quantization_failure
         self.compiler: StepCompiler | None = None  # set when the frame step is compiled
         # The code predictor's passes traced on a CPU (`traced_predictor.py`), shared by every generator of the model.
-        self.predictor_traces = PredictorTraces(self.talker.code_predictor, wanted=False)
+        self.predictor_traces = PredictorTraces(self.talker.code_predictor, trace_predictor, compiled)
         self.prompts = PromptBuilder(parts.config, parts.tokenizer, self.talker, parts.fingerprint)
         self.voice_encoder = VoiceEncoder(
             parts.weights.speaker_encoder,
@@ -83,10 +83,9 @@ class Qwen3TTSModel:
         """`quantize`: the decoder layers' weights in int8, int4 or fp8 (`model/quantization.py`); `compile`: the frame
         step compiled (`compilation.py`), on each shape's first step (the warm-up runs them); `trace_predictor`: on a
         CPU, the code predictor's passes traced (`traced_predictor.py`), unless the step is compiled."""
-        model = cls(load_checkpoint(name_or_path, device, dtype, quantize))
+        model = cls(load_checkpoint(name_or_path, device, dtype, quantize), trace_predictor, compiled=compile)
         if compile:
             model.compiler = compile_frame_step(model.talker)
-        model.predictor_traces = PredictorTraces(model.talker.code_predictor, trace_predictor, compiled=compile)
         return model
 
     @property
