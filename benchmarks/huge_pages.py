@@ -44,7 +44,7 @@ def one_run(directory: Path, variant: str, huge: bool, seconds: float, tokens: i
     dtype, quantize = VARIANTS[variant]
     transcriber = Transcriber(load_asr_checkpoint(directory, "cpu", dtype, quantize))
     started = time.perf_counter()
-    collapsed = collapse_into_huge_pages()[0] if huge else 0
+    collapsed = collapse_into_huge_pages().moved if huge else 0
     collapse_seconds = time.perf_counter() - started
     held_open(transcriber, bench_clips(1, 2.0), 4)  # every kernel's first call
     result: dict = {

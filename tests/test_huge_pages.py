@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import logging
 import mmap
+import re
 import sys
 import time
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -46,13 +49,22 @@ def mapping_of(address: int) -> dict[str, int]:
     return fields
 
 
+def skip_where_no_huge_page_was_free(held: dict[str, int], refused: dict[str, int]) -> None:
+    """A tensor left in small pages only because the kernel had no huge page to give (ENOMEM: memory fragmented or
+    a cgroup's limit reached, as on a busy CI machine) is the machine's state, not a fault: skip, saying so. Any
+    other refusal still fails the test."""
+    if held.get("AnonHugePages", 0) < 16 << 20 and refused and set(refused) == {"ENOMEM"}:
+        pytest.skip(f"the kernel had no huge page free (refused: {refused})")
+
+
 @can_collapse
 def test_a_dense_tensor_moves_into_huge_pages_with_its_contents_unchanged():
     weights = torch.randn(8 << 20)  # 32 MiB, all written: a mapping of its own
     before = weights.clone()
-    collapsed, _ = collapse_into_huge_pages()
+    done = collapse_into_huge_pages()
     held = mapping_of(weights.data_ptr())
-    assert collapsed >= 16 << 20
+    skip_where_no_huge_page_was_free(held, done.refused)
+    assert done.moved >= 16 << 20
     assert held["AnonHugePages"] >= 16 << 20  # the whole 2 MiB pages inside it
     assert huge_page_bytes() >= held["AnonHugePages"]
     assert torch.equal(weights, before)
@@ -98,6 +110,38 @@ def test_only_whole_resident_huge_page_windows_are_collapsed():
     assert resident_windows(start, end, bytes(residency)) == [(11 * huge, 13 * huge), (14 * huge, 16 * huge)]
 
 
+def test_a_refused_run_is_retried_window_by_window_and_refusals_are_counted_by_reason(monkeypatch):
+    """The kernel refuses a run of windows as a whole when one window has no huge page; the others are still moved,
+    and a transient refusal (EAGAIN) is retried."""
+    huge = resources.HUGE_PAGE
+    start, end = 64 * huge, 70 * huge  # six windows, all resident
+    full, transient = 66 * huge, 68 * huge  # no huge page for the third; the fifth refused once, transiently
+    calls: list[tuple[int, int]] = []
+
+    def madvise(address, length, advice):
+        calls.append((address, length))
+        assert advice == resources.MADV_COLLAPSE
+        if address <= full < address + length:
+            ctypes.set_errno(errno.ENOMEM)
+            return -1
+        if address <= transient < address + length and calls.count((address, length)) == 1:
+            ctypes.set_errno(errno.EAGAIN)
+            return -1
+        return 0
+
+    def mincore(address, length, residency):
+        ctypes.memset(residency, 1, length // resources.PAGE)
+        return 0
+
+    monkeypatch.setattr(resources, "anonymous_mappings", lambda: [(start, end)])
+    monkeypatch.setattr(resources.ctypes, "CDLL", lambda *_, **__: SimpleNamespace(madvise=madvise, mincore=mincore))
+    done = collapse_into_huge_pages()
+    assert done.moved == 5 * huge and done.refused == {"ENOMEM": huge}
+    assert calls[0] == (start, end - start)  # the whole run first
+    assert calls.count((transient, huge)) == 2  # retried after EAGAIN
+    assert calls.count((full, huge)) == 1  # ENOMEM is not transient
+
+
 def test_models_on_a_cpu_collapse_after_loading_unless_turned_off(both_families):
     def listeners(**settings) -> list[list]:
         config = Settings.load(models=f"{both_families['speech']},{both_families['asr']}", device="cpu", **settings)
@@ -122,5 +166,8 @@ def test_the_collapse_after_a_load_runs_beside_and_says_how_much(caplog):
             time.sleep(0.05)
     (line,) = said()
     moved = float(line.split()[2])
+    held = mapping_of(weights.data_ptr())
+    refused = dict.fromkeys(re.findall(r"\b(E[A-Z]+) [0-9.]+ GiB", line), 1)
+    skip_where_no_huge_page_was_free(held, refused)
     assert moved >= 16 / 1024 and " GiB moved into 2 MiB pages in " in line
-    assert mapping_of(weights.data_ptr())["AnonHugePages"] >= 16 << 20
+    assert held["AnonHugePages"] >= 16 << 20

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import ctypes
+import errno
 import os
+from dataclasses import dataclass, field
 
 
 def resident_memory_bytes() -> int | None:
@@ -52,6 +54,7 @@ THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
 PAGE = 4096
 HUGE_PAGE = 2 << 20
 MADV_COLLAPSE = 25
+COLLAPSE_TRIES = 3
 
 
 def huge_pages_mode() -> str | None:
@@ -111,21 +114,46 @@ def resident_windows(start: int, end: int, residency: bytes) -> list[tuple[int, 
     return runs
 
 
-def collapse_into_huge_pages() -> tuple[int, int]:
+@dataclass
+class Collapse:
+    """What `collapse_into_huge_pages` did: the bytes moved into huge pages, and those the kernel refused by reason
+    (ENOMEM: no huge page free, or the memory limit reached; ENOENT/EINVAL: a mapping gone or changed meanwhile)."""
+
+    moved: int = 0
+    refused: dict[str, int] = field(default_factory=dict)
+
+
+def collapse_into_huge_pages() -> Collapse:
     """Move the fully resident huge-page windows of the process's anonymous mappings (`resident_windows`) into huge
-    pages (MADV_COLLAPSE): the bytes collapsed, and those that could not be (no huge page free, a mapping gone
-    meanwhile). Slow (seconds per gigabyte): call it off the serving path."""
+    pages (MADV_COLLAPSE). A run of windows the kernel refuses is retried one window at a time, so one window without
+    a huge page free does not cost its neighbours; a transient refusal (EAGAIN) is retried. Slow (seconds per
+    gigabyte): call it off the serving path."""
     libc = ctypes.CDLL(None, use_errno=True)
     libc.madvise.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
     libc.mincore.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p]
-    collapsed = failed = 0
+
+    def refusal(first: int, last: int) -> int:
+        """0 where [first, last) was collapsed, else the kernel's errno (EAGAIN retried a few times)."""
+        for _ in range(COLLAPSE_TRIES):
+            if libc.madvise(first, last - first, MADV_COLLAPSE) == 0:
+                return 0
+            if (error := ctypes.get_errno()) != errno.EAGAIN:
+                return error
+        return errno.EAGAIN
+
+    done = Collapse()
     for start, end in anonymous_mappings():
         residency = (ctypes.c_ubyte * ((end - start) // PAGE))()
         if libc.mincore(start, end - start, residency) != 0:  # gone meanwhile
             continue
         for first, last in resident_windows(start, end, bytes(residency)):
-            if libc.madvise(first, last - first, MADV_COLLAPSE) == 0:
-                collapsed += last - first
-            else:
-                failed += last - first
-    return collapsed, failed
+            if refusal(first, last) == 0:
+                done.moved += last - first
+                continue
+            for window in range(first, last, HUGE_PAGE):  # those already collapsed succeed again at once
+                if error := refusal(window, window + HUGE_PAGE):
+                    reason = errno.errorcode.get(error, str(error))
+                    done.refused[reason] = done.refused.get(reason, 0) + HUGE_PAGE
+                else:
+                    done.moved += HUGE_PAGE
+    return done

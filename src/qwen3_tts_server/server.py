@@ -211,12 +211,14 @@ def _collapse() -> None:
         return
     with _COLLAPSING:
         started = time.monotonic()
-        collapsed, failed = collapse_into_huge_pages()
+        done = collapse_into_huge_pages()
+    refused = sum(done.refused.values())
+    reasons = ", ".join(f"{reason} {size / 2**30:.2f} GiB" for reason, size in sorted(done.refused.items()))
     log.info(
         "huge pages: %.2f GiB moved into 2 MiB pages in %.1f s%s",
-        collapsed / 2**30,
+        done.moved / 2**30,
         time.monotonic() - started,
-        f" ({failed / 2**30:.2f} GiB could not be)" if failed else "",
+        f" ({refused / 2**30:.2f} GiB could not be: {reasons})" if refused else "",
     )
 
 
