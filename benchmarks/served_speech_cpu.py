@@ -89,7 +89,9 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as scratch:
         model = args.model or make_test_model(Path(scratch) / args.size, args.size)
         for precision in args.precisions:
+            # no output cache: a stream whose request repeats an earlier one's would be replayed, not synthesised
             env = {**PRECISIONS[precision], "MAX_REQUEST_FRAMES": str(args.frames), "TEXT_NORMALIZE": "false"}
+            env["AUDIO_CACHE_MAX"] = "0"
             with live_process("serve", model, "--preload-model", env=env, ready_within=600) as live:
                 health = httpx.get(f"{live.base}/health").json()["model"]
                 for streams in args.streams:
