@@ -14,7 +14,7 @@ KEY = "s3cret"
 
 @pytest.mark.parametrize(
     ("authorization", "query_key"),
-    [(f"Bearer {KEY}", None), (None, KEY), ("Bearer wrong", KEY), (f"Bearer {KEY}", "wrong")],
+    [(f"Bearer {KEY}", None), (None, KEY), ("Bearer wrong", KEY), (f"Bearer {KEY}", "wrong"), (f"Token {KEY}", None)],
 )
 def test_key_accepted_from_the_header_or_the_query(authorization, query_key):
     assert key_accepted([KEY], authorization, query_key)
@@ -22,7 +22,16 @@ def test_key_accepted_from_the_header_or_the_query(authorization, query_key):
 
 @pytest.mark.parametrize(
     ("authorization", "query_key"),
-    [(None, None), ("", ""), ("Bearer wrong", None), (None, "wrong"), (f"Bearer {KEY}x", None), ("Bearer ", None)],
+    [
+        (None, None),
+        ("", ""),
+        ("Bearer wrong", None),
+        (None, "wrong"),
+        (f"Bearer {KEY}x", None),
+        ("Bearer ", None),
+        ("Token wrong", None),
+        (f"Basic {KEY}", None),
+    ],
 )
 def test_wrong_or_missing_key_refused(authorization, query_key):
     assert not key_accepted([KEY], authorization, query_key)

@@ -66,17 +66,22 @@ CORS_EXPOSED_HEADERS = (
 CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
 
+AUTHORIZATION_SCHEMES = ("Bearer", "Token")  # OpenAI's and most clients'; Deepgram's
+
+
 def key_accepted(accepted_keys: Sequence[str], authorization: str | None, *other_keys: str | None) -> bool:
-    """True when no key is configured, or the `Authorization: Bearer` header or one of `other_keys` (ElevenLabs'
-    `xi-api-key` header; `?api_key=`, for browsers, which cannot set WebSocket headers) carries one of
-    `accepted_keys`. Each key is compared in constant time, and every one of them, so the time taken does not tell
-    which key matched."""
+    """True when no key is configured, or the `Authorization` header (`Bearer <key>`, or Deepgram's `Token <key>`) or
+    one of `other_keys` (ElevenLabs' `xi-api-key` header; `?api_key=`, for browsers, which cannot set WebSocket
+    headers) carries one of `accepted_keys`. Each key is compared in constant time, and every one of them, so the
+    time taken does not tell which key matched."""
     if isinstance(accepted_keys, str):  # a lone key would be taken as its characters, each one a key
         raise TypeError("accepted_keys is a list of keys, not one key")
     keys = [key.encode() for key in accepted_keys if key]
     if not keys:
         return True
-    given = [(authorization or "").removeprefix("Bearer ").encode(), *((key or "").encode() for key in other_keys)]
+    scheme, _, credential = (authorization or "").partition(" ")
+    bearer = credential if scheme in AUTHORIZATION_SCHEMES else authorization or ""
+    given = [bearer.encode(), *((key or "").encode() for key in other_keys)]
     matched = False
     for key in keys:
         for candidate in given:

@@ -45,7 +45,7 @@ from .observability import InFlight, RequestObserver
 from .recognition import live as live_transcription
 from .recognition import realtime as realtime_transcription
 from .recognition import transcriptions, translations
-from .speech import elevenlabs, realtime, voices
+from .speech import deepgram, elevenlabs, realtime, voices
 from .speech import routes as speech
 
 
@@ -193,6 +193,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(operations.router)
     app.include_router(realtime.router)
     app.include_router(elevenlabs.router)
+    app.include_router(deepgram.router)
     app.include_router(live_transcription.router)
     app.include_router(realtime_transcription.router)
     app.include_router(playground.router)

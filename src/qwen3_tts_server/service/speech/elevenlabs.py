@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import base64
-import json
 import logging
 import re
 from collections.abc import Awaitable, Callable
@@ -28,7 +27,7 @@ from ...audio.encoding import AudioFormat, StreamEncoder
 from ...errors import InvalidInputError, TTSError, error_body, shown
 from ...model.asr.aligner import TimedWord
 from ...protocols import Message, WireProtocol
-from .realtime import RealtimeSession, RequestParser
+from .realtime import RealtimeSession, RequestParser, json_message
 from .synthesis import SpeechService
 from .word_times import character_times
 
@@ -187,7 +186,7 @@ class ElevenLabsSocket:
         error message; the socket goes on."""
         context = None
         try:
-            message = _parse(text)
+            message = json_message(text)
             if message.get("close_socket") is True:
                 return False
             context = str(message.get("context_id") or DEFAULT_CONTEXT)
@@ -263,18 +262,6 @@ class ElevenLabsSocket:
         self.contexts.clear()
         if self.closing:
             await asyncio.wait(list(self.closing))
-
-
-def _parse(text: str | None) -> dict:
-    if text is None:
-        raise InvalidInputError("messages are JSON text; binary messages are not accepted")
-    try:
-        message = json.loads(text)
-    except (json.JSONDecodeError, RecursionError) as exc:
-        raise InvalidInputError(f"invalid JSON: {exc}") from None
-    if not isinstance(message, dict):
-        raise InvalidInputError("a message is a JSON object")
-    return message
 
 
 def _joined(session: RealtimeSession, text: str) -> str:

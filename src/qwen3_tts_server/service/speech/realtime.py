@@ -158,16 +158,24 @@ def session_view(request: SynthesisRequest, sample_rate: int) -> dict[str, Any]:
     }
 
 
-def parse_message(text: str | None) -> dict:
+def json_message(text: str | None) -> dict:
+    """A client's text message as the JSON object every speech socket's messages are."""
     if text is None:
         raise InvalidInputError("messages are JSON text; binary messages are not accepted")
     try:
         message = json.loads(text)
     except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"invalid JSON: {exc}") from exc
+        raise InvalidInputError(f"invalid JSON: {exc}") from None
     except RecursionError:
         raise InvalidInputError("invalid JSON: nested too deep") from None
-    if not isinstance(message, dict) or not (isinstance(message.get("type"), str) or is_legacy(message)):
+    if not isinstance(message, dict):
+        raise InvalidInputError("a message is a JSON object")
+    return message
+
+
+def parse_message(text: str | None) -> dict:
+    message = json_message(text)
+    if not (isinstance(message.get("type"), str) or is_legacy(message)):
         raise InvalidInputError("a message is a JSON object with a string `type`", param="type")
     return message
 
@@ -246,11 +254,23 @@ class RealtimeSession:
                     await self.append(message_text(message))
                     await self.commit()
                 case "cancel":
-                    await self._cancel()
+                    await self.cancel()
                 case other:
                     raise InvalidInputError(f"unknown message type {shown(other)}", param="type")
         except TTSError as exc:
             await self._event(error_event(exc, legacy))
+
+    async def report(self, exc: TTSError) -> None:
+        """A message the connection refused before it reached the session, answered as the session's own are."""
+        await self._event(error_event(exc))
+
+    async def drained(self) -> None:
+        """Wait until everything queued has been played and its `done` sent (or the sender stopped)."""
+        joined = asyncio.ensure_future(self.queue.join())
+        try:
+            await asyncio.wait([joined, self.sender], return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            joined.cancel()
 
     # -- messages: each raises a TTSError for a request it refuses -------------------------------------
 
@@ -302,15 +322,21 @@ class RealtimeSession:
         if self.utterance is not None and speakable(rest):
             await self._submit(self.utterance, rest)
 
-    async def commit(self) -> None:
+    async def commit(self, allow_empty: bool = False) -> None:
         """End the open utterance: its last clause is spoken, then its `done` event is sent. Queuing that end is
-        the last thing it does: its caller runs on before the sender can reach it."""
+        the last thing it does: its caller runs on before the sender can reach it. `allow_empty`: with no text to
+        speak, an empty utterance still ends, its `done` after the audio queued before it (a protocol that answers
+        every flush); otherwise that is refused."""
         utterance, self.utterance = self.utterance, None
         rest = self.splitter.flush()
         if utterance is not None and speakable(rest):  # a trailing emoji alone has nothing to say
             await self._submit(utterance, rest)
         if utterance is None or not utterance.clauses:
-            raise InvalidInputError("nothing to commit: the text is empty", param="text")
+            if not allow_empty:
+                raise InvalidInputError("nothing to commit: the text is empty", param="text")
+            if utterance is None:
+                utterance = Utterance(self.started, dict(self.config))
+                self.started += 1
         self.queue.put_nowait(utterance)
 
     async def _speak_legacy(self, message: dict) -> None:
@@ -343,7 +369,7 @@ class RealtimeSession:
             raise InvalidInputError(f"nothing to speak: the {param} is empty", param=param)
         self.queue.put_nowait(utterance)
 
-    async def _cancel(self) -> None:
+    async def cancel(self) -> None:
         """Barge-in: drop unsent audio and buffered text, cancel every job, and carry on with a fresh sender."""
         await self._stop()
         self.sender = asyncio.create_task(self._play_queue())
@@ -413,6 +439,7 @@ class RealtimeSession:
             log.error("the session's audio sender failed", exc_info=error)
         while not self.queue.empty():
             item = self.queue.get_nowait()
+            self.queue.task_done()
             if isinstance(item, Segment):
                 await item.speech.aclose()
         self.running = 0
@@ -425,12 +452,15 @@ class RealtimeSession:
     async def _play_queue(self) -> None:
         while True:
             item = await self.queue.get()
-            if isinstance(item, Segment):
-                await self._play(item)
-            else:
-                if self.words_before_done and self.last_words is not None:
-                    await asyncio.wait([self.last_words])
-                await self._event(item.done_event())
+            try:
+                if isinstance(item, Segment):
+                    await self._play(item)
+                else:
+                    if self.words_before_done and self.last_words is not None:
+                        await asyncio.wait([self.last_words])
+                    await self._event(item.done_event())
+            finally:
+                self.queue.task_done()
 
     async def _play(self, segment: Segment) -> None:
         ids = {"utterance": segment.utterance.number, "segment": segment.number}
