@@ -8,6 +8,8 @@ plain read of as many bytes (a float32 sum) in the same run:
 - int8 weight-only: PyTorch's `_weight_int8pack_mm`, bfloat16 rows (`QUANTIZE=int8`);
 - oneDNN's int8 product with 8-bit rows (`onednn::qlinear_pointwise`, the x86 inductor quantiser's);
 - int4 weight-only: PyTorch's `_weight_int4pack_mm_for_cpu`, bfloat16 rows (`QUANTIZE=int4`, half the bytes);
+- int8 x int8: `torch._int_mm` (the product torchao's int8 dynamic-activation path calls), 8-bit rows;
+- with `--inductor`: the products compiled by inductor with max-autotune and freezing, bfloat16 rows;
 - bfloat16: a dense product over bfloat16 weights (twice the bytes);
 - OpenVINO's CPU plugin on int8-compressed weights, where `openvino` is importable (not a dependency:
   `pip install openvino` beside the project to include it).
@@ -15,7 +17,7 @@ plain read of as many bytes (a float32 sum) in the same run:
 GB/s counts the int8 weights a product reads (int4's half byte, bfloat16's two bytes a weight); "frame ms" is the
 time a 0.6B frame's products (the talker's 28 layers once, the code predictor's 5 fifteen times) take at that pace.
 
-    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8_products.py [--layers 24] [--rounds 15]
+    HF_HUB_OFFLINE=1 .venv/bin/python benchmarks/int8_products.py [--layers 24] [--rounds 15] [--inductor]
 
 Writes benchmarks/results/int8_products.json.
 """
@@ -29,6 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
+import torch.nn.functional as F
 from frame_roofline import cpu_name
 
 from qwen3_tts_server.model.quantization import DynamicInt8Linear, Int4Linear
@@ -66,7 +69,9 @@ def weights(layers: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return made
 
 
-def kernels(layer_weights: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str, tuple[Callable[[], object], int]]:
+def kernels(
+    layer_weights: list[tuple[torch.Tensor, torch.Tensor]], inductor: bool
+) -> dict[str, tuple[Callable[[], object], int]]:
     """Each kernel as a call over every weight with one row, and the bytes its weights occupy."""
     int8_bytes = sum(codes.numel() for codes, _ in layer_weights)
     found: dict[str, tuple[Callable[[], object], int]] = {}
@@ -106,6 +111,13 @@ def kernels(layer_weights: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str,
 
     found["int8, 8-bit rows (oneDNN qlinear)"] = (onednn_products, int8_bytes)
 
+    rows8 = {n: torch.randint(-127, 128, (1, n), dtype=torch.int8) for _, n in SHAPES}
+    columns = [codes.t() for codes, _ in layer_weights]  # (in, out), each output's weights contiguous
+    found["int8 x int8 (torch._int_mm, torchao's W8A8)"] = (
+        lambda: [torch._int_mm(rows8[codes.shape[0]], codes) for codes in columns],
+        int8_bytes,
+    )
+
     int4 = []
     for codes, scales in layer_weights:
         linear = torch.nn.Linear(codes.shape[1], codes.shape[0], bias=False)
@@ -119,10 +131,39 @@ def kernels(layer_weights: list[tuple[torch.Tensor, torch.Tensor]]) -> dict[str,
     dense = [(codes.bfloat16(), torch.randn(1, codes.shape[1]).bfloat16()) for codes, _ in layer_weights]
     found["bfloat16 dense"] = (lambda: [torch.nn.functional.linear(row, w) for w, row in dense], 2 * int8_bytes)
 
+    if inductor:
+        found["int8 weights, inductor max-autotune with freezing"] = (_inductor_kernel(layer_weights), int8_bytes)
     openvino = _openvino_kernel(layer_weights)
     if openvino is not None:
         found["int8 weights (OpenVINO CPU plugin)"] = (openvino, int8_bytes)
     return found
+
+
+def _inductor_kernel(layer_weights: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], object]:
+    """Every product in one module compiled by inductor with max-autotune and freezing (the weights constants, its
+    CPU GEMM templates' weight-only int8 path where it chooses them), bfloat16 rows."""
+    import torch._inductor.config as inductor_config
+
+    inductor_config.freezing = True
+
+    class Products(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            for index, (codes, scales) in enumerate(layer_weights):
+                self.register_buffer(f"codes{index}", codes)
+                self.register_buffer(f"scales{index}", scales.bfloat16())
+
+        def forward(self, row: torch.Tensor) -> list[torch.Tensor]:
+            products = []
+            for index in range(len(layer_weights)):
+                codes = getattr(self, f"codes{index}")
+                weight = codes.to(torch.bfloat16)
+                products.append(F.linear(row[:, : codes.shape[1]], weight) * getattr(self, f"scales{index}"))
+            return products
+
+    compiled = torch.compile(Products().eval(), mode="max-autotune")
+    row = torch.randn(1, max(n for _, n in SHAPES)).bfloat16()
+    return lambda: compiled(row)
 
 
 def _openvino_kernel(layer_weights: list[tuple[torch.Tensor, torch.Tensor]]) -> Callable[[], object] | None:
@@ -161,6 +202,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--layers", type=int, default=LAYERS, help="decoder layers' worth of weights")
     parser.add_argument("--rounds", type=int, default=15)
+    parser.add_argument("--inductor", action="store_true", help="also inductor's max-autotune (minutes to compile)")
     parser.add_argument("--out", type=Path, default=RESULTS / "int8_products.json")
     args = parser.parse_args()
 
@@ -168,7 +210,7 @@ def main() -> None:
     frame_bytes = FRAME_LAYERS * sum(out_features * in_features for out_features, in_features in SHAPES)
     results = []
     with torch.inference_mode():
-        measured = kernels(layer_weights)
+        measured = kernels(layer_weights, args.inductor)
         seconds = timed_in_rounds({name: run for name, (run, _) in measured.items()}, args.rounds)
     for name, (_, nbytes) in measured.items():
         best, median = seconds[name][0], seconds[name][len(seconds[name]) // 2]
@@ -180,7 +222,7 @@ def main() -> None:
              "gb_s": round(gb_s, 1), "frame_ms": round(frame_ms, 1)}
         )  # fmt: skip
         timing = f"{best * 1e3:8.2f} ms (median {median * 1e3:7.2f})"
-        print(f"{name:44s} {timing}  {gb_s:5.1f} GB/s  frame {frame_ms:5.1f} ms")
+        print(f"{name:50s} {timing}  {gb_s:5.1f} GB/s  frame {frame_ms:5.1f} ms")
     report = {
         "cpu": cpu_name(),
         "threads": torch.get_num_threads(),
