@@ -38,6 +38,7 @@ LANGUAGE_CODES = {
     "spanish": "es",
     "italian": "it",
 }
+LANGUAGE_NAMES = {code: name for name, code in LANGUAGE_CODES.items()}  # a code's language, as the model names it
 LATIN_LANGUAGES = {  # by lingua's names for them
     "ENGLISH": "english",
     "GERMAN": "german",

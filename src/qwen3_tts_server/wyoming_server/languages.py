@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import re
 
-from ..text.language import LANGUAGE_CODES
+from ..text.language import LANGUAGE_CODES, LANGUAGE_NAMES
 
-_NAMES = {code: name for name, code in LANGUAGE_CODES.items()}
 _REGION = re.compile(r"[-_].*")  # en-US, pt_BR: the language is what the model tells apart
 
 
@@ -20,4 +19,4 @@ def model_language(requested: object) -> object:
     anything else as it is, for the request's check to refuse with the valid names."""
     if not isinstance(requested, str):
         return requested
-    return _NAMES.get(_REGION.sub("", requested).lower(), requested)
+    return LANGUAGE_NAMES.get(_REGION.sub("", requested).lower(), requested)

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Request, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
-from ...errors import InvalidInputError, TTSError, checked, error_body
+from ...errors import TTSError, checked, error_body
 from ...service.speech.deepgram import DeepgramChannel, DeepgramSocket, error_message, metadata, speak_options
-from ...service.speech.realtime import ChannelClosed, json_message
+from ...service.speech.realtime import ChannelClosed
 from ..dependencies import ServicesDep
 from ..websockets import accepted, close_quietly
 from .realtime import SocketChannel, parse_request
@@ -59,12 +59,7 @@ async def speak_socket(websocket: WebSocket, services: ServicesDep) -> None:
         await wire.send_event(metadata(options.model))
         async with DeepgramSocket(services.speech, channel, parse_request, options.fields, limit) as socket:
             while (message := await websocket.receive())["type"] != "websocket.disconnect":
-                try:
-                    parsed = json_message(message.get("text"))
-                except InvalidInputError as exc:
-                    await socket.session.report(exc)
-                    continue
-                if not await socket.handle(parsed):
+                if not await socket.handle(message.get("text")):
                     break
     except (WebSocketDisconnect, ChannelClosed):  # gone while we answered: leaving the session cancels its jobs
         return

@@ -16,14 +16,13 @@ from ...errors import InvalidInputError, TTSError, checked, error_body, shown
 from ...service.speech.elevenlabs import MAX_INACTIVITY_TIMEOUT, ElevenLabsSocket, OutputFormat, error_message
 from ...service.speech.elevenlabs import output_format as parse_output_format
 from ...service.speech.realtime import ChannelClosed
-from ...text.language import LANGUAGE_CODES
+from ...text.language import LANGUAGE_NAMES
 from ..dependencies import ServicesDep
 from ..websockets import accepted, close_quietly
 from .realtime import SocketChannel, parse_request
 from .routes import STREAM_HEADERS, started_audio
 
 router = APIRouter()
-NAMES_BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
 NORMALIZATION = {"auto": None, "on": True, "off": False}
 DEFAULT_FORMAT = "mp3_44100_128"  # ElevenLabs' own default
 
@@ -42,8 +41,8 @@ def request_fields(
     """ElevenLabs' parameters as our speech request's fields."""
     if normalization not in (None, *NORMALIZATION):
         raise InvalidInputError("apply_text_normalization is auto, on or off", param="apply_text_normalization")
-    if language_code is not None and language_code.lower() not in NAMES_BY_CODE:
-        codes = ", ".join(NAMES_BY_CODE)
+    if language_code is not None and language_code.lower() not in LANGUAGE_NAMES:
+        codes = ", ".join(LANGUAGE_NAMES)
         raise InvalidInputError(f"language_code {shown(language_code)} is not spoken; one of {codes}", "language_code")
     return {
         "voice": voice_id,
@@ -51,7 +50,7 @@ def request_fields(
         "response_format": fmt.response_format,
         "sample_rate": fmt.sample_rate,
         "normalize": NORMALIZATION.get(normalization or "auto"),
-        "language": NAMES_BY_CODE[language_code.lower()] if language_code else None,
+        "language": LANGUAGE_NAMES[language_code.lower()] if language_code else None,
     }
 
 

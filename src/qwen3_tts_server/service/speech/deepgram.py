@@ -19,14 +19,13 @@ from typing import Any
 
 from ...errors import InvalidInputError, TTSError, shown
 from ...protocols import Message, WireProtocol
-from ...text.language import LANGUAGE_CODES
-from .realtime import RealtimeSession, RequestParser
+from ...text.language import LANGUAGE_NAMES
+from .realtime import RealtimeSession, RequestParser, json_message
 from .synthesis import SpeechService
 
 DEFAULT_MODEL = "aura-2-thalia-en"  # Deepgram's own default voice
 DEEPGRAM_MODEL_PREFIX = "aura"  # a Deepgram voice name: spoken by the default voice, in the language it names
 DEFAULT_VOICE = "alloy"
-NAMES_BY_CODE = {code: name for name, code in LANGUAGE_CODES.items()}
 RAW_ENCODINGS = {"linear16": "pcm", "mulaw": "mulaw", "alaw": "alaw"}  # the socket's, and the HTTP route's bare ones
 ENCODED = {"mp3": "mp3", "opus": "opus", "flac": "flac", "aac": "aac"}  # the HTTP route's, each in its own container
 DEFAULT_RATES = {"linear16": 24000, "mulaw": 8000, "alaw": 8000}
@@ -84,9 +83,7 @@ def speak_options(
         fields["response_format"] = RAW_ENCODINGS[encoding]
         if http and (container or "wav") == "wav":
             if encoding != "linear16":
-                raise InvalidInputError(
-                    f"{encoding} is served bare: ask for container=none", param="container"
-                )  # fmt: skip
+                raise InvalidInputError(f"{encoding} is served bare: ask for container=none", param="container")
             fields["response_format"] = "wav"
         elif container not in (None, "none", "wav"):
             raise InvalidInputError(f"container {shown(container)} is not served for {encoding}", param="container")
@@ -110,7 +107,7 @@ def voice_of(model: str) -> dict[str, Any]:
     if not model.lower().startswith(DEEPGRAM_MODEL_PREFIX):
         return {"voice": model}
     code = model.rsplit("-", 1)[-1].lower()
-    return {"voice": DEFAULT_VOICE} | ({"language": NAMES_BY_CODE[code]} if code in NAMES_BY_CODE else {})
+    return {"voice": DEFAULT_VOICE} | ({"language": LANGUAGE_NAMES[code]} if code in LANGUAGE_NAMES else {})
 
 
 def metadata(model: str) -> dict[str, Any]:
@@ -171,9 +168,10 @@ class DeepgramSocket:
     async def __aexit__(self, *exc: object) -> None:
         await self.session.__aexit__(*exc)
 
-    async def handle(self, message: dict) -> bool:
-        """One client message (JSON already parsed); a refused one is answered with `Error`."""
+    async def handle(self, text: str | None) -> bool:
+        """One client message (its text; None for a binary one); a refused one is answered with `Error`."""
         try:
+            message = json_message(text)
             match message.get("type"):
                 case "Speak":
                     text = message.get("text")
