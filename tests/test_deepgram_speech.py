@@ -23,7 +23,7 @@ from pipecat.services.deepgram.tts import DeepgramHttpTTSService, DeepgramTTSSer
 from websockets.asyncio.client import connect
 
 from pipecat_pipeline import Collected, running
-from qwen3_tts_server.service.speech.deepgram import DEEPGRAM_SPEAK_SOCKET
+from qwen3_tts_server.service.speech.deepgram import DEEPGRAM_SPEAK_SOCKET, voice_of
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 
 KEY = "dg-test-key"
@@ -216,3 +216,11 @@ def test_http_speech_in_each_encoding_and_container(server):
     assert all(answer.json()["error"]["message"] for answer in refused)
     assert "container" in refused[0].json()["error"]["message"] and "speex" in refused[1].json()["error"]["message"]
     assert unkeyed.status_code == 401
+
+
+def test_a_deepgram_voice_name_is_the_servers_default_voice_in_its_language():
+    """No voice named: the service speaks DEFAULT_VOICE, whatever the server sets it to."""
+    assert voice_of("aura-2-thalia-en") == {"voice": None, "language": "english"}
+    assert voice_of("aura-2-celeste-es") == {"voice": None, "language": "spanish"}
+    assert voice_of("aura-asteria-xx") == {"voice": None}  # a code we do not speak: the language is detected
+    assert voice_of("ryan") == {"voice": "ryan"}

@@ -25,7 +25,6 @@ from .synthesis import SpeechService
 
 DEFAULT_MODEL = "aura-2-thalia-en"  # Deepgram's own default voice
 DEEPGRAM_MODEL_PREFIX = "aura"  # a Deepgram voice name: spoken by the default voice, in the language it names
-DEFAULT_VOICE = "alloy"
 RAW_ENCODINGS = {"linear16": "pcm", "mulaw": "mulaw", "alaw": "alaw"}  # the socket's, and the HTTP route's bare ones
 ENCODED = {"mp3": "mp3", "opus": "opus", "flac": "flac", "aac": "aac"}  # the HTTP route's, each in its own container
 DEFAULT_RATES = {"linear16": 24000, "mulaw": 8000, "alaw": 8000}
@@ -103,11 +102,12 @@ def speak_options(
 
 def voice_of(model: str) -> dict[str, Any]:
     """The voice (and language) a Deepgram `model` names: one of ours by its name, or a Deepgram voice name
-    (`aura-2-thalia-en`), which our default voice speaks in the language of its last part."""
+    (`aura-2-thalia-en`), which the server's default voice (DEFAULT_VOICE: no voice named) speaks in the language
+    of its last part."""
     if not model.lower().startswith(DEEPGRAM_MODEL_PREFIX):
         return {"voice": model}
     code = model.rsplit("-", 1)[-1].lower()
-    return {"voice": DEFAULT_VOICE} | ({"language": LANGUAGE_NAMES[code]} if code in LANGUAGE_NAMES else {})
+    return {"voice": None} | ({"language": LANGUAGE_NAMES[code]} if code in LANGUAGE_NAMES else {})
 
 
 def metadata(model: str) -> dict[str, Any]:
