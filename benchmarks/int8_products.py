@@ -69,6 +69,13 @@ def weights(layers: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     return made
 
 
+def dense_layer(codes: torch.Tensor, scales: torch.Tensor) -> torch.nn.Linear:
+    """The float layer the int8 `codes` stand for, what a quantised layer is made from."""
+    linear = torch.nn.Linear(codes.shape[1], codes.shape[0], bias=False)
+    linear.weight.data = codes.float() * scales[:, None]
+    return linear
+
+
 def kernels(
     layer_weights: list[tuple[torch.Tensor, torch.Tensor]], inductor: bool
 ) -> dict[str, tuple[Callable[[], object], int]]:
@@ -79,11 +86,10 @@ def kernels(
     plain = torch.ones(int8_bytes // 4)  # float32: the sum ATen reads fastest
     found["plain read (a float32 sum of as many bytes)"] = (plain.sum, int8_bytes)
 
-    w8a8 = []
-    for codes, scales in layer_weights:
-        linear = torch.nn.Linear(codes.shape[1], codes.shape[0], bias=False)
-        linear.weight.data = codes.float() * scales[:, None]
-        w8a8.append((DynamicInt8Linear(linear, reduce_range=False), torch.randn(1, codes.shape[1])))
+    w8a8 = [
+        (DynamicInt8Linear(dense_layer(codes, scales), reduce_range=False), torch.randn(1, codes.shape[1]))
+        for codes, scales in layer_weights
+    ]
     found["w8a8 (fbgemm, the default)"] = (lambda: [layer.multiply(row) for layer, row in w8a8], int8_bytes)
 
     weight_only = [
@@ -118,11 +124,10 @@ def kernels(
         int8_bytes,
     )
 
-    int4 = []
-    for codes, scales in layer_weights:
-        linear = torch.nn.Linear(codes.shape[1], codes.shape[0], bias=False)
-        linear.weight.data = codes.float() * scales[:, None]
-        int4.append((Int4Linear(linear, INT4_GROUP), torch.randn(1, codes.shape[1]).bfloat16()))
+    int4 = [
+        (Int4Linear(dense_layer(codes, scales), INT4_GROUP), torch.randn(1, codes.shape[1]).bfloat16())
+        for codes, scales in layer_weights
+    ]
     found[f"int4 weight-only, groups of {INT4_GROUP}"] = (
         lambda: [layer.multiply(row) for layer, row in int4],
         int8_bytes // 2,
