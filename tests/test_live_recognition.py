@@ -51,7 +51,7 @@ def test_a_partial_after_every_pass_and_a_final_after_the_tail(transcriber):
     # committed as soon as the commit is heard, whatever passes are still to run; the final after it, last
     (committed,) = [event for event in events if not isinstance(event, LiveTranscript)]
     events.remove(committed)
-    assert committed == Committed(0, 7.0)
+    assert committed == Committed(0, 7.0, by_commit=True)
     assert [(event.utterance, event.final) for event in events] == [(0, False)] * 3 + [(0, True)]
     assert [event.text for event in events] == alone(transcriber, wave)
     # each tells where the audio it heard ends: a 2 s chunk more each pass, the whole utterance at the final
@@ -98,11 +98,13 @@ def test_voice_activity_cuts_utterances_at_24_khz(transcriber, conversation, mon
     assert partial.heard_until == pytest.approx(started[0] + 2.0, abs=0.05)
     assert finals[0].heard_until == pytest.approx(started[0] + committed.seconds, abs=0.05)
     assert finals[1].heard_until > finals[0].heard_until + 1.0
+    # each begins where its speech was heard to start
+    assert [partial.start, *(event.start for event in finals)] == pytest.approx([started[0], *started], abs=0.05)
 
 
 def test_a_commit_without_an_utterance_gives_a_final_of_no_text(transcriber):
     events = run_session(transcriber, [], commit=True)
-    assert events == [Committed(0, 0.0), LiveTranscript(0, "", "", final=True)]
+    assert events == [Committed(0, 0.0, by_commit=True), LiveTranscript(0, "", "", final=True)]
 
 
 def test_audio_waiting_past_its_bound_is_refused_and_the_session_goes_on(transcriber):

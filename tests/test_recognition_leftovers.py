@@ -174,7 +174,7 @@ def test_an_utterance_at_its_longest_gets_its_final_there_and_the_rest_goes_on(t
     assert [event for event in events if isinstance(event, Committed)] == [
         Committed(0, 2.5),
         Committed(1, 2.5),
-        Committed(2, 1.0),
+        Committed(2, 1.0, by_commit=True),  # the last by the client's commit, the others at their longest
     ]  # nothing dropped: 6 s in all
     finals = [event.utterance for event in events if isinstance(event, LiveTranscript) and event.final]
     assert finals == [0, 1, 2]

@@ -205,7 +205,13 @@ def test_the_size_and_duration_limits_are_settings(both_families, clip):
         over = http.post("/v1/audio/transcriptions", files={"file": ("big.wav", b"\0" * (2 * 2**20 + 1))})
         body = http.post("/v1/audio/transcriptions", files={"file": ("big.wav", b"\0" * (3 * 2**20))})
         long = http.post("/v1/audio/subtitles", data={"mode": "fast"}, files={"file": ("clip.wav", clip)})
+        # Deepgram's prerecorded route takes the recording as the body itself, within the same limit
+        raw = {"content-type": "audio/wav"}
+        raw_over = http.post("/v1/listen", content=b"\0" * (2 * 2**20 + 1), headers=raw)
+        raw_within = http.post("/v1/listen", content=b"\0" * (2 * 2**20), headers=raw)
     assert over.status_code == 413 and over.json()["error"]["message"] == "file is larger than the 2 MiB limit"
+    assert raw_over.status_code == 413 and "the request body is larger than" in raw_over.json()["error"]["message"]
+    assert raw_within.status_code == 400 and raw_within.json()["error"]["param"] == "file"  # not audio, not too big
     assert body.status_code == 413 and "the request body is larger than" in body.json()["error"]["message"]
     assert long.status_code == 400, long.text
     error = long.json()["error"]

@@ -5,8 +5,11 @@ listed."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import Literal
+
+from .errors import InvalidInputError
 
 
 @dataclass(frozen=True)
@@ -26,3 +29,18 @@ class WireProtocol:
 
     def sent_by(self, sender: Literal["client", "server"]) -> frozenset[str]:
         return frozenset(message.name for message in self.messages if message.sender == sender)
+
+
+def json_message(text: str | None) -> dict:
+    """A client's text message as the JSON object that every JSON socket's messages are."""
+    if text is None:
+        raise InvalidInputError("messages are JSON text; binary messages are not accepted")
+    try:
+        message = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InvalidInputError(f"invalid JSON: {exc}") from None
+    except RecursionError:
+        raise InvalidInputError("invalid JSON: nested too deep") from None
+    if not isinstance(message, dict):
+        raise InvalidInputError("a message is a JSON object")
+    return message

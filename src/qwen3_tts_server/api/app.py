@@ -42,6 +42,7 @@ from .dependencies import Services
 from .errors import envelope, failures, install_error_handlers
 from .limits import install_limits
 from .observability import InFlight, RequestObserver
+from .recognition import deepgram as deepgram_listening
 from .recognition import live as live_transcription
 from .recognition import realtime as realtime_transcription
 from .recognition import transcriptions, translations
@@ -196,5 +197,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(deepgram.router)
     app.include_router(live_transcription.router)
     app.include_router(realtime_transcription.router)
+    app.include_router(deepgram_listening.router)
     app.include_router(playground.router)
     return app

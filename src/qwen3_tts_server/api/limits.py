@@ -38,7 +38,7 @@ from ..errors import (
 )
 from ..http_contract import BodyDeadline
 from .context import request_context
-from .schemas import MAX_UPLOAD_BYTES, TRANSCRIPTION_PATHS
+from .schemas import MAX_UPLOAD_BYTES, RAW_AUDIO_PATHS, TRANSCRIPTION_PATHS
 
 # A speech body holds at most 4096 characters of input and of instructions: even with every character
 # written as a \u escape that is under 100 KiB, so 1 MiB leaves room for any legitimate JSON body.
@@ -97,6 +97,8 @@ class RequestLimits:
             self.open_websockets -= 1
 
     def _body_limit(self, scope: Scope) -> int:
+        if scope.get("path") in RAW_AUDIO_PATHS:  # the body is the recording itself
+            return self.transcription_bytes
         content_type = HTTPConnection(scope).headers.get("content-type", "")
         if not content_type.startswith("multipart/"):
             return MAX_BODY_BYTES

@@ -13,6 +13,7 @@ TRANSCRIPTION_PATHS = (
     "/v1/audio/translations",
     "/v1/audio/subtitles",
 )
+RAW_AUDIO_PATHS = ("/v1/listen",)  # routes whose body is a recording, not a form (Deepgram's)
 
 
 def answers(description: str, *media_types: str) -> dict[int | str, dict]:

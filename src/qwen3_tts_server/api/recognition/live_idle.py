@@ -9,10 +9,11 @@ uses, as proxies and gateways close idle connections."""
 from __future__ import annotations
 
 import asyncio
+import json
 import time
 
 from starlette.types import Message
-from starlette.websockets import WebSocket
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketDisconnected
 
 from ...errors import IdleTimeoutError
 
@@ -42,3 +43,21 @@ class IdleClock:
             except asyncio.TimeoutError:
                 continue  # a use meanwhile may have moved the deadline
         return await websocket.receive()
+
+
+class EventSender:
+    """A protocol's events as JSON text messages; once the socket is gone, nothing more is sent. Each but an error
+    (its `type` is `error_type`) is of use."""
+
+    def __init__(self, websocket: WebSocket, idle: IdleClock, error_type: str = "error"):
+        self.websocket, self.idle, self.error_type, self.open = websocket, idle, error_type, True
+
+    async def __call__(self, payload: dict) -> None:
+        if not self.open:
+            return
+        try:
+            await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
+            if payload["type"] != self.error_type:
+                self.idle.touch()
+        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
+            self.open = False

@@ -7,8 +7,6 @@ error, then close 1001; once the client is gone, its session's work stops at onc
 
 from __future__ import annotations
 
-import json
-
 from fastapi import APIRouter, WebSocket
 from starlette.websockets import WebSocketDisconnect, WebSocketDisconnected
 
@@ -17,30 +15,12 @@ from ...service.recognition.realtime import RealtimeTranscription, error_event
 from ..dependencies import ServicesDep
 from ..limits import refusal_close_code
 from ..websockets import accepted, close_quietly
-from .live_idle import IDLE_CLOSE_CODE, IdleClock
+from .live_idle import IDLE_CLOSE_CODE, EventSender, IdleClock
 
 router = APIRouter()
 
 
 BINARY_FRAME = "a client event is a JSON object in a text frame, not a binary frame"
-
-
-class _Sender:
-    """Events as JSON text messages; once the socket is gone, nothing more is sent. Each but an error is of use
-    (`live_idle.py`)."""
-
-    def __init__(self, websocket: WebSocket, idle: IdleClock):
-        self.websocket, self.idle, self.open = websocket, idle, True
-
-    async def __call__(self, payload: dict) -> None:
-        if not self.open:
-            return
-        try:
-            await self.websocket.send_text(json.dumps(payload, ensure_ascii=False))
-            if payload["type"] != "error":
-                self.idle.touch()
-        except (WebSocketDisconnect, WebSocketDisconnected, RuntimeError):
-            self.open = False
 
 
 @router.websocket("/v1/realtime")
@@ -49,7 +29,7 @@ async def realtime_ws(websocket: WebSocket, services: ServicesDep) -> None:
     if not await accepted(websocket, settings.accepted_keys()):
         return
     idle = IdleClock(settings.live_idle_timeout)
-    send = _Sender(websocket, idle)
+    send = EventSender(websocket, idle)
     if websocket.query_params.get("intent") != "transcription":
         refusal = InvalidInputError("this server serves realtime transcription sessions: ?intent=transcription")
         await send(error_event(refusal))

@@ -11,7 +11,8 @@ from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, ConfigDict, Field
 
 from ...errors import TTSError, checked, error_body
-from ...service.speech.deepgram import DeepgramChannel, DeepgramSocket, error_message, metadata, speak_options
+from ...service.deepgram import error_message
+from ...service.speech.deepgram import DeepgramChannel, DeepgramSocket, metadata, speak_options
 from ...service.speech.realtime import ChannelClosed
 from ..dependencies import ServicesDep
 from ..websockets import accepted, close_quietly

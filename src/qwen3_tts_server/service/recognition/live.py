@@ -60,6 +60,7 @@ class LiveTranscript:
     settled: str = ""  # the text's beginning that later passes keep (a partial's; a final's is all of it)
     heard_until: float = 0.0  # seconds into the session's audio where the audio this transcription heard ends
     failure: TTSError | None = None  # a final's last pass failed: its text misses the audio that pass was to add
+    start: float = 0.0  # seconds into the session's audio where the utterance begins
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,7 @@ class Committed:
 
     utterance: int
     seconds: float  # its audio's length
+    by_commit: bool = False  # ended by the client's commit (not by voice activity, its length or the session's end)
 
 
 @dataclass(frozen=True)
@@ -318,7 +320,7 @@ class LiveSession:
         speaking = self._ends_at is None and self.voice_activity is not None and self.voice_activity.speaking
         if self._segment is None:  # none held (voice activity heard no speech since the last)
             self._begin(max(self._buffer_from, self._base) if min_seconds else now)  # without min_seconds: no audio
-        self._end_segment()
+        self._end_segment(by_commit=True)
         if speaking:
             self._begin(now, by_commit=True)
 
@@ -344,18 +346,18 @@ class LiveSession:
             self._queued += len(piece)
             self._segments.put_nowait((segment, piece))
 
-    def _end_segment(self) -> None:
+    def _end_segment(self, by_commit: bool = False) -> None:
         """The utterance ends here (with what arrived of its end's padding): committed, its final to follow."""
         if self._segment is None:
             return
         now = self._base + len(self._audio)
         self._give(min(self._ends_at, now) if self._ends_at is not None else now)
         assert self._segment is not None
-        self._close_segment(self._segment)
+        self._close_segment(self._segment, by_commit)
         self._segment = self._ends_at = None
 
-    def _close_segment(self, segment: _Segment) -> None:
-        self._emit(Committed(segment.index, segment.given / SAMPLE_RATE))
+    def _close_segment(self, segment: _Segment, by_commit: bool = False) -> None:
+        self._emit(Committed(segment.index, segment.given / SAMPLE_RATE, by_commit))
         self._segments.put_nowait((segment, None))
         self._buffer_from = self._given
 
@@ -383,7 +385,10 @@ class LiveSession:
                 text = utterance.text
                 heard_until = self._heard_until(segment, utterance)
                 language = utterance.heard_language
-                self._emit(LiveTranscript(segment.index, text, language, True, text, heard_until, segment.failure))
+                start = segment.start / SAMPLE_RATE
+                self._emit(
+                    LiveTranscript(segment.index, text, language, True, text, heard_until, segment.failure, start)
+                )
             self._current = self._utterance = self._passes = None
 
     def _start_utterance(self, segment: _Segment) -> None:
@@ -398,7 +403,12 @@ class LiveSession:
     def _emit_partial(self, segment: _Segment, utterance: LiveUtterance) -> None:
         settled = visible_text(utterance.settled, segment.language is not None)
         heard_until = self._heard_until(segment, utterance)
-        self._emit(LiveTranscript(segment.index, utterance.text, utterance.heard_language, False, settled, heard_until))
+        start = segment.start / SAMPLE_RATE
+        self._emit(
+            LiveTranscript(
+                segment.index, utterance.text, utterance.heard_language, False, settled, heard_until, start=start
+            )
+        )
 
     @staticmethod
     def _heard_until(segment: _Segment, utterance: LiveUtterance) -> float:

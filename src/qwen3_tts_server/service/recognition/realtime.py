@@ -418,7 +418,7 @@ class RealtimeTranscription:
                     "content_index": 0,
                     "transcript": event.text,
                     "usage": {"type": "duration", "seconds": round(seconds, 3)},
-                    "languages": [{"code": code} for code in _codes(event.language)],
+                    "languages": [{"code": code} for code in language_codes(event.language)],
                 }
             )
 
@@ -442,7 +442,7 @@ def _empty_commit(refused: CommitRefused) -> str:
     )
 
 
-def _codes(languages: str) -> list[str]:
+def language_codes(languages: str) -> list[str]:
     """The ISO 639 codes of the languages a transcript names ("English,Chinese"), those it knows, once each."""
     codes = (language_code(name.strip()) for name in languages.split(","))
     return list(dict.fromkeys(code for code in codes if code))

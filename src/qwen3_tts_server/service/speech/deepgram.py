@@ -12,15 +12,15 @@ and, closing its pool, sends `Flush` and `Close` and reads one more message. Pip
 
 from __future__ import annotations
 
-import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any
 
 from ...errors import InvalidInputError, TTSError, shown
-from ...protocols import Message, WireProtocol
+from ...protocols import Message, WireProtocol, json_message
 from ...text.language import LANGUAGE_NAMES
-from .realtime import RealtimeSession, RequestParser, json_message
+from ..deepgram import error_message, model_uuid, request_id
+from .realtime import RealtimeSession, RequestParser
 from .synthesis import SpeechService
 
 DEFAULT_MODEL = "aura-2-thalia-en"  # Deepgram's own default voice
@@ -114,16 +114,11 @@ def metadata(model: str) -> dict[str, Any]:
     """The first message of a socket, as Deepgram sends it."""
     return {
         "type": "Metadata",
-        "request_id": str(uuid.uuid4()),
+        "request_id": request_id(),
         "model_name": model,
         "model_version": "qwen3-tts",
-        "model_uuid": str(uuid.uuid5(uuid.NAMESPACE_URL, model)),
+        "model_uuid": model_uuid(model),
     }
-
-
-def error_message(error: dict[str, Any]) -> dict[str, Any]:
-    """Deepgram's error message for our error object (`error_body`)."""
-    return {"type": "Error", "err_code": error["code"], "err_msg": error["message"], "description": error["message"]}
 
 
 SendEvent = Callable[[dict[str, Any]], Awaitable[None]]

@@ -26,8 +26,8 @@ import numpy as np
 from ...audio.encoding import AudioFormat, StreamEncoder
 from ...errors import InvalidInputError, TTSError, error_body, shown
 from ...model.asr.aligner import TimedWord
-from ...protocols import Message, WireProtocol
-from .realtime import RealtimeSession, RequestParser, json_message
+from ...protocols import Message, WireProtocol, json_message
+from .realtime import RealtimeSession, RequestParser
 from .synthesis import SpeechService
 from .word_times import character_times
 

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import json
 import logging
 from collections import deque
 from collections.abc import Callable
@@ -24,7 +23,7 @@ from typing import Any, Protocol
 
 from ...engine.jobs import Audience
 from ...errors import InvalidInputError, PendingTextLimitError, TTSError, error_body, shown
-from ...protocols import Message, WireProtocol
+from ...protocols import Message, WireProtocol, json_message
 from ...text.language import detect_language
 from ...text.segment import IncrementalSegmenter, speakable
 from .alignment import SegmentTiming, TimedSegment
@@ -156,21 +155,6 @@ def session_view(request: SynthesisRequest, sample_rate: int) -> dict[str, Any]:
         "normalize": request.normalize,
         "timestamps": request.timestamps,
     }
-
-
-def json_message(text: str | None) -> dict:
-    """A client's text message as the JSON object every speech socket's messages are."""
-    if text is None:
-        raise InvalidInputError("messages are JSON text; binary messages are not accepted")
-    try:
-        message = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InvalidInputError(f"invalid JSON: {exc}") from None
-    except RecursionError:
-        raise InvalidInputError("invalid JSON: nested too deep") from None
-    if not isinstance(message, dict):
-        raise InvalidInputError("a message is a JSON object")
-    return message
 
 
 def parse_message(text: str | None) -> dict:
