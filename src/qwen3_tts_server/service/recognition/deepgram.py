@@ -25,14 +25,12 @@ which in `languages`). Word times are shared by the words' lengths over the utte
 
 from __future__ import annotations
 
-import asyncio
 import hashlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from ...audio.decoding import decode_g711, pcm_samples
 from ...audio.voice_activity import VoiceActivitySettings
 from ...errors import InvalidInputError, TTSError, error_body, shown
 from ...model.asr.aligner import TimedWord
@@ -41,13 +39,14 @@ from ...model.asr.streaming import StreamingSettings
 from ...model.asr.word_split import is_kept
 from ...protocols import Message, WireProtocol, json_message
 from ..deepgram import error_message, model_uuid, request_id
-from .live import Committed, LiveSession, LiveTranscript, SpeechBoundary, cancelled
+from .live import Committed, LiveEvent, LiveSession, LiveTranscript, SpeechBoundary
+from .live_protocol import LiveProtocol, RawAudio, SendMessage
 from .realtime import language_codes
 from .subtitles import estimated_words, word_spans
 from .transcription import RecognitionService, Transcript, check_context
 
 DEFAULT_MODEL = "nova-3"  # Deepgram's default, the name given back where the query names none
-ENCODINGS = {"linear16": None, "mulaw": "pcm_mulaw", "alaw": "pcm_alaw"}  # the raw audio taken, and its G.711 codec
+ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "pcm_mulaw", "alaw": "pcm_alaw"}  # raw audio taken
 DEFAULT_ENDPOINTING_MS = 10  # Deepgram's
 MIN_ENDPOINTING_MS = 300  # the shortest silence taken as the end of speech: shorter pauses are within words
 INTERIM_SECONDS = 1.0  # audio a pass adds: an interim result every second of speech
@@ -209,17 +208,12 @@ def prerecorded_response(
     }
 
 
-SendMessage = Callable[[dict[str, Any]], Awaitable[None]]
-
-
-class DeepgramListener:
+class DeepgramListener(LiveProtocol):
     """One socket's live session: `start`, then `audio` and `control` for each client message, `finish` at
     `CloseStream`, `cancel` when the client is gone."""
 
     def __init__(self, service: RecognitionService, options: ListenOptions, send: SendMessage, max_pending: float):
-        self.options, self.send = options, send
-        self.request_id = request_id()
-        self.live = LiveSession(
+        live = LiveSession(
             service.engine,
             options.sample_rate,
             options.language,
@@ -229,39 +223,20 @@ class DeepgramListener:
             StreamingSettings(chunk_seconds=INTERIM_SECONDS),
             service.live_slots,
         )
+        super().__init__(live, RawAudio(ENCODINGS[options.encoding], options.channels), send)
+        self.options = options
+        self.request_id = request_id()
         self._metadata = {
             "request_id": self.request_id,
             "model_info": model_info(options.model),
             "model_uuid": model_uuid(options.model),
         }
-        self._width = 2 if ENCODINGS[options.encoding] is None else 1
-        self._carried = b""  # a frame's bytes split between two messages
-        self._received = 0  # bytes of audio, for the closing Metadata
         self._ended: dict[int, bool] = {}  # utterance -> ended by the client's Finalize
-        self._pump: asyncio.Task | None = None
 
     async def start(self) -> None:
         """The key terms checked as a prompt is, then the live session started."""
         check_context(await self.live.engine.models.get_async(), self.options.context, "keyterm")
-        await self.live.start()
-        self._pump = asyncio.create_task(self._forward())
-
-    def audio(self, data: bytes) -> bool:
-        """Raw audio taken (False where it held no whole sample yet)."""
-        data = self._carried + data
-        frame = self._width * self.options.channels
-        whole = len(data) - len(data) % frame
-        self._carried, data = data[whole:], data[:whole]
-        if not data:
-            return False
-        self._received += len(data)
-        codec = ENCODINGS[self.options.encoding]
-        if codec is None:
-            samples = pcm_samples(data, 2, self.options.channels)
-        else:
-            samples = decode_g711(data, codec).reshape(-1, self.options.channels).mean(axis=1)
-        self.live.append(samples)
-        return True
+        await super().start()
 
     def control(self, text: str) -> bool:
         """A client's text message taken; False at `CloseStream`."""
@@ -280,10 +255,7 @@ class DeepgramListener:
 
     async def finish(self) -> None:
         """`CloseStream`: what is held transcribed and sent, then the closing `Metadata`."""
-        await self.live.close()
-        if self._pump is not None:
-            await self._pump
-        seconds = self._received / (self._width * self.options.channels) / self.options.sample_rate
+        await super().finish()
         uuid = self._metadata["model_uuid"]
         await self.send(
             {
@@ -292,28 +264,23 @@ class DeepgramListener:
                 "request_id": self.request_id,
                 "sha256": "",
                 "created": datetime.now(UTC).isoformat(),
-                "duration": round(seconds, 3),
+                "duration": round(self.seconds, 3),
                 "channels": self.options.channels,
                 "models": [uuid],
                 "model_info": {uuid: model_info(self.options.model)},
             }
         )
 
-    async def cancel(self) -> None:
-        await self.live.cancel()
-        await cancelled(self._pump)
-
-    async def _forward(self) -> None:
-        while (event := await self.live.events.get()) is not None:
-            if isinstance(event, SpeechBoundary):
-                if event.kind == "started" and self.options.vad_events:
-                    await self.send({"type": "SpeechStarted", "channel": CHANNEL, "timestamp": round(event.seconds, 3)})
-            elif isinstance(event, Committed):
-                self._ended[event.utterance] = event.by_commit
-            elif isinstance(event, TTSError):  # the session failed: it ends
-                await self.send(error_message(error_body(event)))
-            elif isinstance(event, LiveTranscript) and (event.final or self.options.interim_results):
-                await self._results(event)
+    async def forward(self, event: LiveEvent) -> None:
+        if isinstance(event, SpeechBoundary):
+            if event.kind == "started" and self.options.vad_events:
+                await self.send({"type": "SpeechStarted", "channel": CHANNEL, "timestamp": round(event.seconds, 3)})
+        elif isinstance(event, Committed):
+            self._ended[event.utterance] = event.by_commit
+        elif isinstance(event, TTSError):  # the session failed: it ends
+            await self.send(error_message(error_body(event)))
+        elif isinstance(event, LiveTranscript) and (event.final or self.options.interim_results):
+            await self._results(event)
 
     async def _results(self, event: LiveTranscript) -> None:
         from_finalize = event.final and self._ended.pop(event.utterance, False)

@@ -1,0 +1,84 @@
+"""What the live recognition protocols of other providers share (Deepgram's, Cartesia's): raw audio decoded as it
+arrives, in messages of any length, and one live session a socket (`live.py`), its events forwarded as the
+protocol's messages."""
+
+from __future__ import annotations
+
+import asyncio
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import numpy as np
+
+from ...audio.decoding import decode_g711, pcm_samples
+from .live import LiveEvent, LiveSession, cancelled
+
+SendMessage = Callable[[dict[str, Any]], Awaitable[None]]
+RAW_WIDTHS = {"pcm_s16le": 2, "pcm_s32le": 4, "pcm_f32le": 4, "pcm_mulaw": 1, "pcm_alaw": 1}  # bytes a sample
+
+
+class RawAudio:
+    """Raw little-endian samples of `encoding` (a key of RAW_WIDTHS) in `channels` interleaved channels, mixed to
+    one; a frame split between two messages is carried to the next."""
+
+    def __init__(self, encoding: str, channels: int = 1):
+        self.encoding, self.channels = encoding, channels
+        self.frame = RAW_WIDTHS[encoding] * channels
+        self.frames = 0  # taken so far
+        self._carried = b""
+
+    def samples(self, data: bytes) -> np.ndarray:
+        data = self._carried + data
+        whole = len(data) - len(data) % self.frame
+        self._carried, data = data[whole:], data[:whole]
+        self.frames += len(data) // self.frame
+        if self.encoding in ("pcm_mulaw", "pcm_alaw"):
+            return decode_g711(data, self.encoding).reshape(-1, self.channels).mean(axis=1, dtype=np.float32)
+        if self.encoding == "pcm_f32le":
+            return np.frombuffer(data, "<f4").reshape(-1, self.channels).mean(axis=1, dtype=np.float32)
+        return pcm_samples(data, RAW_WIDTHS[self.encoding], self.channels)
+
+
+class LiveProtocol(ABC):
+    """One socket's live session: `start`, `audio` for each binary message, `finish` when the client ends the
+    stream, `cancel` when it is gone; `forward` sends each of the session's events as the protocol says it."""
+
+    def __init__(self, live: LiveSession, audio: RawAudio, send: SendMessage):
+        self.live, self.raw, self.send = live, audio, send
+        self._pump: asyncio.Task | None = None
+
+    @property
+    def seconds(self) -> float:
+        """The audio taken so far."""
+        return self.raw.frames / self.live.rate
+
+    async def start(self) -> None:
+        await self.live.start()
+        self._pump = asyncio.create_task(self._forward())
+
+    def audio(self, data: bytes) -> bool:
+        """Audio taken (False where the message held no whole frame yet)."""
+        samples = self.raw.samples(data)
+        if not len(samples):
+            return False
+        self.live.append(samples)
+        return True
+
+    async def finish(self) -> None:
+        """What is held transcribed, and every event sent."""
+        await self.live.close()
+        if self._pump is not None:
+            await self._pump
+
+    async def cancel(self) -> None:
+        await self.live.cancel()
+        await cancelled(self._pump)
+
+    async def _forward(self) -> None:
+        while (event := await self.live.events.get()) is not None:
+            await self.forward(event)
+
+    @abstractmethod
+    async def forward(self, event: LiveEvent) -> None:
+        """One of the session's events, as the protocol's messages."""
