@@ -299,9 +299,10 @@ def test_worker_killed_mid_stream(gateway):
 
 
 def test_api_key_checked_before_a_worker_starts(idle_gateway):
-    response = httpx.post(idle_gateway.base + SPEECH, json=speech(), timeout=TIMEOUT)
-    assert response.status_code == 401
-    assert response.json()["error"]["type"] == "authentication_error"
+    for headers in ({}, {"xi-api-key": "wrong"}, {"X-API-Key": "wrong"}):
+        response = httpx.post(idle_gateway.base + SPEECH, json=speech(), headers=headers, timeout=TIMEOUT)
+        assert response.status_code == 401
+        assert response.json()["error"]["type"] == "authentication_error"
 
     async def refused_websocket() -> int | None:
         async with connect(ws_url(idle_gateway)) as ws:
@@ -332,7 +333,8 @@ def test_idle_worker_is_stopped_and_started_again(idle_gateway):
     assert scraped["qwen3_tts_gateway_worker_up"] == 0 and scraped["qwen3_tts_gateway_worker_starts_total"] == starts
     assert "qwen3_tts_requests_total" not in scraped
 
-    response = httpx.post(idle_gateway.base + SPEECH, json=speech("Hi."), headers=AUTH, timeout=TIMEOUT)
+    cartesias = {"X-API-Key": API_KEY}  # the key as Cartesia's clients send it
+    response = httpx.post(idle_gateway.base + SPEECH, json=speech("Hi."), headers=cartesias, timeout=TIMEOUT)
     assert response.status_code == 200
     health = idle_gateway.health()["gateway"]
     assert health["starts"] == starts + 1

@@ -1,10 +1,11 @@
 """The client's words timed by the words as spoken (service/speech/word_times.py): normalised runs share their
-spoken run's time, unspoken words take none, and ElevenLabs-style character times cover the text."""
+spoken run's time, unspoken words take none, ElevenLabs-style character times cover the text, and Cartesia-style
+words as written keep their marks."""
 
 from __future__ import annotations
 
 from qwen3_tts_server.model.asr.aligner import TimedWord
-from qwen3_tts_server.service.speech.word_times import character_times, clamped, client_word_times
+from qwen3_tts_server.service.speech.word_times import character_times, clamped, client_word_times, written_words
 
 
 def words(*triples) -> list[TimedWord]:
@@ -48,3 +49,19 @@ def test_character_times_cover_every_character_and_never_go_back():
     assert ends[-1] == 1500  # the marks after the last word run to the segment's end
     assert all(duration >= 0 for duration in times.durations_ms)
     assert times.durations_ms[text.index(",")] == 0
+
+
+def test_words_as_written_keep_their_marks_and_take_the_times_of_the_words_in_them():
+    spoken = words(("Hello", 0.1, 0.3), ("there", 0.3, 0.5), ("5", 0.6, 0.9), ("today", 0.9, 1.2))
+    timed = written_words("Hello, there (it's $5) — today! ", spoken, 0.0)
+    assert [w.text for w in timed] == ["Hello,", "there", "(it's", "$5)", "—", "today!"]
+    assert [(w.start, w.end) for w in timed] == [(0.1, 0.3), (0.3, 0.5), (0.5, 0.5), (0.6, 0.9), (0.9, 0.9), (0.9, 1.2)]
+
+
+def test_chinese_words_as_written_come_a_character_each_with_their_marks():
+    spoken = words(("你", 0.0, 0.1), ("好", 0.1, 0.2), ("世", 0.3, 0.4), ("界", 0.4, 0.5))
+    timed = written_words("你好，世界。", spoken, 0.0)
+    assert [(w.text, w.start, w.end) for w in timed] == [
+        ("你", 0.0, 0.1), ("好，", 0.1, 0.2), ("世", 0.3, 0.4), ("界。", 0.4, 0.5)
+    ]  # fmt: skip
+    assert written_words("", [], 0.0) == [] and written_words("ok", [], 2.0) == words(("ok", 2.0, 2.0))

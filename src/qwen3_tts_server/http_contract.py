@@ -43,7 +43,7 @@ def is_open_path(path: str) -> bool:
 
 # CORS (CORS_ORIGINS): what a browser page on an allowed origin may send, and which response headers it may read.
 CORS_METHODS = ("GET", "POST", "DELETE", "OPTIONS")
-CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Request-Id", "xi-api-key")
+CORS_REQUEST_HEADERS = ("Authorization", "Content-Type", "X-Request-Id", "xi-api-key", "X-API-Key", "Cartesia-Version")
 CORS_EXPOSED_HEADERS = (
     "X-Request-Id",
     "Retry-After",
@@ -67,13 +67,14 @@ CORS_MAX_AGE = 600  # seconds a browser may keep a preflight's answer
 
 
 AUTHORIZATION_SCHEMES = ("Bearer", "Token")  # OpenAI's and most clients'; Deepgram's
+KEY_HEADERS = ("xi-api-key", "x-api-key")  # the key alone in a header of its own: ElevenLabs' clients', Cartesia's
 
 
 def key_accepted(accepted_keys: Sequence[str], authorization: str | None, *other_keys: str | None) -> bool:
     """True when no key is configured, or the `Authorization` header (`Bearer <key>`, or Deepgram's `Token <key>`) or
-    one of `other_keys` (ElevenLabs' `xi-api-key` header; `?api_key=`, for browsers, which cannot set WebSocket
-    headers) carries one of `accepted_keys`. Each key is compared in constant time, and every one of them, so the
-    time taken does not tell which key matched."""
+    one of `other_keys` (the KEY_HEADERS: ElevenLabs' `xi-api-key`, Cartesia's `X-API-Key`; `?api_key=`, for
+    browsers, which cannot set WebSocket headers) carries one of `accepted_keys`. Each key is compared in constant
+    time, and every one of them, so the time taken does not tell which key matched."""
     if isinstance(accepted_keys, str):  # a lone key would be taken as its characters, each one a key
         raise TypeError("accepted_keys is a list of keys, not one key")
     keys = [key.encode() for key in accepted_keys if key]

@@ -264,12 +264,21 @@ def protocols() -> tuple[WireProtocol, ...]:
     """Every streaming protocol the server speaks, as its module declares it."""
     from qwen3_tts_server.api.recognition.live import LIVE_TRANSCRIBE
     from qwen3_tts_server.service.recognition.realtime import REALTIME_TRANSCRIPTION
+    from qwen3_tts_server.service.speech.cartesia import CARTESIA_TTS_SOCKET
     from qwen3_tts_server.service.speech.deepgram import DEEPGRAM_SPEAK_SOCKET
     from qwen3_tts_server.service.speech.elevenlabs import ELEVENLABS_SOCKET
     from qwen3_tts_server.service.speech.realtime import SPEECH_SOCKET
     from qwen3_tts_server.wyoming_server.handler import WYOMING
 
-    return SPEECH_SOCKET, ELEVENLABS_SOCKET, DEEPGRAM_SPEAK_SOCKET, REALTIME_TRANSCRIPTION, LIVE_TRANSCRIBE, WYOMING
+    return (
+        SPEECH_SOCKET,
+        ELEVENLABS_SOCKET,
+        DEEPGRAM_SPEAK_SOCKET,
+        CARTESIA_TTS_SOCKET,
+        REALTIME_TRANSCRIPTION,
+        LIVE_TRANSCRIBE,
+        WYOMING,
+    )
 
 
 def protocols_page() -> str:

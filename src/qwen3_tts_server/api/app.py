@@ -21,6 +21,7 @@ from ..http_contract import (
     CORS_MAX_AGE,
     CORS_METHODS,
     CORS_REQUEST_HEADERS,
+    KEY_HEADERS,
     UNAUTHORIZED_CODE,
     UNAUTHORIZED_MESSAGE,
     is_open_path,
@@ -46,7 +47,7 @@ from .recognition import deepgram as deepgram_listening
 from .recognition import live as live_transcription
 from .recognition import realtime as realtime_transcription
 from .recognition import transcriptions, translations
-from .speech import deepgram, elevenlabs, realtime, voices
+from .speech import cartesia, deepgram, elevenlabs, realtime, voices
 from .speech import routes as speech
 
 
@@ -167,8 +168,8 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
         @app.middleware("http")
         async def require_key(request: Request, call_next):
             authorization = request.headers.get("authorization")
-            eleven = request.headers.get("xi-api-key")  # ElevenLabs' clients' header
-            if not is_open_path(request.url.path) and not key_accepted(accepted_keys, authorization, eleven):
+            others = [request.headers.get(name) for name in KEY_HEADERS]
+            if not is_open_path(request.url.path) and not key_accepted(accepted_keys, authorization, *others):
                 return envelope(401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
             return await call_next(request)
 
@@ -195,6 +196,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(realtime.router)
     app.include_router(elevenlabs.router)
     app.include_router(deepgram.router)
+    app.include_router(cartesia.router)
     app.include_router(live_transcription.router)
     app.include_router(realtime_transcription.router)
     app.include_router(deepgram_listening.router)

@@ -6,18 +6,17 @@ from contextlib import suppress
 
 from fastapi import WebSocket, WebSocketDisconnect
 
-from ..http_contract import key_accepted
+from ..http_contract import KEY_HEADERS, key_accepted
 
 MAX_CLOSE_REASON = 123  # bytes of UTF-8 a close frame's reason may hold
 
 
 def authorized(websocket: WebSocket, keys: list[str]) -> bool:
-    """A key as a bearer header, as ElevenLabs' `xi-api-key` header, or as `?api_key=` for browsers, which cannot set
-    WebSocket headers."""
+    """A key as a bearer header, in one of KEY_HEADERS (ElevenLabs', Cartesia's), or as `?api_key=` for browsers,
+    which cannot set WebSocket headers."""
     headers = websocket.headers
-    return key_accepted(
-        keys, headers.get("authorization"), headers.get("xi-api-key"), websocket.query_params.get("api_key")
-    )
+    others = [headers.get(name) for name in KEY_HEADERS]
+    return key_accepted(keys, headers.get("authorization"), *others, websocket.query_params.get("api_key"))
 
 
 async def accepted(websocket: WebSocket, keys: list[str]) -> bool:

@@ -18,6 +18,7 @@ from ..http_contract import (
     CORS_METHODS,
     CORS_REQUEST_HEADERS,
     EARLIER_HEALTH_KEYS,
+    KEY_HEADERS,
     METRICS_CONTENT_TYPE,
     UNAUTHORIZED_CODE,
     UNAUTHORIZED_MESSAGE,
@@ -195,9 +196,8 @@ class GatewayApp:
         outcome = Outcome(CLIENT_CLOSED)
         reply = self.cors.answering(scope, send)  # the worker's own middleware adds them to what it answers
         try:
-            authorization = _header(scope, b"authorization")
-            eleven = _header(scope, b"xi-api-key")
-            if not is_open_path(scope["path"]) and not key_accepted(self.settings.accepted_keys, authorization, eleven):
+            given = [_header(scope, name.encode()) for name in ("authorization", *KEY_HEADERS)]
+            if not is_open_path(scope["path"]) and not key_accepted(self.settings.accepted_keys, *given):
                 outcome.status = 401
                 await send_error(reply, 401, UNAUTHORIZED_MESSAGE, UNAUTHORIZED_CODE)
                 return
@@ -221,8 +221,8 @@ class GatewayApp:
             return
         query = parse_qs(scope.get("query_string", b"").decode("latin-1"))
         authorization, query_key = _header(scope, b"authorization"), query.get("api_key", [None])[0]
-        eleven = _header(scope, b"xi-api-key")
-        if not key_accepted(self.settings.accepted_keys, authorization, eleven, query_key):
+        others = [_header(scope, name.encode()) for name in KEY_HEADERS]
+        if not key_accepted(self.settings.accepted_keys, authorization, *others, query_key):
             await send({"type": "websocket.accept"})
             await send({"type": "websocket.close", "code": WS_POLICY_VIOLATION, "reason": "missing or wrong API key"})
             self._log("WEBSOCKET", scope, Outcome(WS_POLICY_VIOLATION), started)

@@ -12,11 +12,11 @@ from fastapi import APIRouter, Query, WebSocket, WebSocketDisconnect
 from fastapi.responses import StreamingResponse
 from pydantic import BaseModel, Field
 
-from ...errors import InvalidInputError, TTSError, checked, error_body, shown
+from ...errors import InvalidInputError, TTSError, checked, error_body
 from ...service.speech.elevenlabs import MAX_INACTIVITY_TIMEOUT, ElevenLabsSocket, OutputFormat, error_message
 from ...service.speech.elevenlabs import output_format as parse_output_format
 from ...service.speech.realtime import ChannelClosed
-from ...text.language import LANGUAGE_NAMES
+from ...service.speech.requests import language_of_code
 from ..dependencies import ServicesDep
 from ..websockets import accepted, close_quietly
 from .realtime import SocketChannel, parse_request
@@ -41,16 +41,13 @@ def request_fields(
     """ElevenLabs' parameters as our speech request's fields."""
     if normalization not in (None, *NORMALIZATION):
         raise InvalidInputError("apply_text_normalization is auto, on or off", param="apply_text_normalization")
-    if language_code is not None and language_code.lower() not in LANGUAGE_NAMES:
-        codes = ", ".join(LANGUAGE_NAMES)
-        raise InvalidInputError(f"language_code {shown(language_code)} is not spoken; one of {codes}", "language_code")
     return {
         "voice": voice_id,
         "model": model_id,
         "response_format": fmt.response_format,
         "sample_rate": fmt.sample_rate,
         "normalize": NORMALIZATION.get(normalization or "auto"),
-        "language": LANGUAGE_NAMES[language_code.lower()] if language_code else None,
+        "language": language_of_code(language_code, "language_code") if language_code else None,
     }
 
 

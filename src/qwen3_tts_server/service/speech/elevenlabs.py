@@ -13,11 +13,9 @@ it)."""
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import logging
-import re
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -27,6 +25,7 @@ from ...audio.encoding import AudioFormat, StreamEncoder
 from ...errors import InvalidInputError, TTSError, error_body, shown
 from ...model.asr.aligner import TimedWord
 from ...protocols import Message, WireProtocol, json_message
+from .contexts import ContextSocket, Send, joined
 from .realtime import RealtimeSession, RequestParser
 from .synthesis import SpeechService
 from .word_times import character_times
@@ -35,7 +34,6 @@ log = logging.getLogger(__name__)
 DEFAULT_CONTEXT = "default"  # a message that names no context speaks in this one
 PCM_RATES = (8000, 16000, 22050, 24000, 32000, 44100, 48000)
 BARE_MP3 = AudioFormat("mp3", None, "libmp3lame", "audio/mpeg")  # frames only: no ID3 tag, no Xing frame
-SENTENCE_END = re.compile(r"[.!?;:。！？；：]$")
 MAX_CONTEXTS = 5  # open at once on one socket (ElevenLabs' limit); a context holds its place until its `isFinal`
 MAX_INACTIVITY_TIMEOUT = 180.0  # seconds: ElevenLabs' own maximum
 
@@ -92,9 +90,6 @@ def output_format(name: str) -> OutputFormat:
         f"{', '.join(map(str, PCM_RATES))}), ulaw_8000 or alaw_8000",
         param="output_format",
     )
-
-
-Send = Callable[[dict[str, Any]], Awaitable[None]]
 
 
 class ContextChannel:
@@ -155,7 +150,7 @@ def error_message(error: dict, context: str | None) -> dict:
     return message | ({"contextId": context} if context is not None else {})
 
 
-class ElevenLabsSocket:
+class ElevenLabsSocket(ContextSocket):
     """One connection's contexts. `config` is the connection's request fields (voice, model, format, rate,
     normalisation, timestamps), checked before the first message."""
 
@@ -169,17 +164,10 @@ class ElevenLabsSocket:
         sync_alignment: bool,
         max_pending_text: int,
     ):
+        super().__init__(send)
         self.speech, self.parse, self.config, self.fmt = speech, parse, config, fmt
         self.sync_alignment = sync_alignment
         self.max_pending_text = max_pending_text
-        self.lock = asyncio.Lock()  # the contexts' senders share the socket
-        self._send = send
-        self.contexts: dict[str, RealtimeSession] = {}
-        self.closing: set[asyncio.Task] = set()  # contexts spoken whole, leaving
-
-    async def send(self, message: dict[str, Any]) -> None:
-        async with self.lock:
-            await self._send(message)
 
     async def handle(self, text: str | None) -> bool:
         """One client message; False once the client asks to close the socket. A bad message is answered with an
@@ -209,7 +197,7 @@ class ElevenLabsSocket:
                 await self._open(context, message)
             session = self.contexts[context]
             if speaks:
-                await session.append(_joined(session, words))
+                await session.append(joined(session, words))
             if flush:
                 await session.flush()
         except TTSError as exc:
@@ -229,13 +217,7 @@ class ElevenLabsSocket:
             config["speed"] = settings["speed"]
         channel = ContextChannel(context, self.send, self.fmt, self.sync_alignment, lambda: self._leave(context))
         session = RealtimeSession(self.speech, channel, self.parse, self.max_pending_text, words_before_done=True)
-        await session.__aenter__()
-        try:
-            await session.update(config)
-        except TTSError:
-            await session.__aexit__(None, None, None)
-            raise
-        self.contexts[context] = session
+        await self._enter(context, session, config)
 
     async def _close_context(self, context: str) -> None:
         session = self.contexts.get(context)
@@ -246,27 +228,3 @@ class ElevenLabsSocket:
         except InvalidInputError:  # nothing said in it: nothing to wait for
             self._leave(context)
             await self.send({"isFinal": True, "contextId": context})
-
-    def _leave(self, context: str) -> None:
-        """The context is spoken whole: its session is closed apart from the sender that told it so."""
-        session = self.contexts.pop(context, None)
-        if session is not None:
-            task = asyncio.create_task(session.__aexit__(None, None, None))
-            self.closing.add(task)
-            task.add_done_callback(self.closing.discard)
-
-    async def aclose(self) -> None:
-        """Stop every context (the client left or closed the socket)."""
-        for session in list(self.contexts.values()):
-            await session.__aexit__(None, None, None)
-        self.contexts.clear()
-        if self.closing:
-            await asyncio.wait(list(self.closing))
-
-
-def _joined(session: RealtimeSession, text: str) -> str:
-    """Text as it continues the context's: Pipecat sends each sentence with no space after the one before it."""
-    pending = session.splitter.pending
-    if pending and SENTENCE_END.search(pending) and not text[:1].isspace():
-        return " " + text
-    return text

@@ -248,6 +248,11 @@ class RealtimeSession:
         """A message the connection refused before it reached the session, answered as the session's own are."""
         await self._event(error_event(exc))
 
+    @property
+    def idle(self) -> bool:
+        """Nothing queued or playing (text held for a clause not yet finished aside)."""
+        return self.queue.empty() and not self.unplayed_text
+
     async def drained(self) -> None:
         """Wait until everything queued has been played and its `done` sent (or the sender stopped)."""
         joined = asyncio.ensure_future(self.queue.join())

@@ -5,8 +5,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ...errors import InvalidInputError, shown
 from ...model.tts.sampling import SamplingParams
 from ...model.tts.tts_model import Qwen3TTSModel
+from ...text.language import LANGUAGE_NAMES
 
 
 @dataclass(frozen=True)
@@ -44,3 +46,12 @@ class SynthesisRequest:
     interactive: bool = True  # streamed: admitted before whole-file requests
     stream_mode: str | None = None  # "token" (chunks of frames) or "sentence" (a chunk per segment); None: STREAM_TYPE
     timestamps: bool = False  # each segment's words timed by the hosted ForcedAligner once its audio is made
+
+
+def language_of_code(code: str, param: str) -> str:
+    """The model's name for the language of an ISO 639-1 code or a BCP 47 tag (`es`, `es-MX`), as the protocols of
+    other vendors give it; one the model does not speak is refused, naming `param`."""
+    language = LANGUAGE_NAMES.get(code.split("-")[0].lower())
+    if language is None:
+        raise InvalidInputError(f"{param} {shown(code)} is not spoken; one of {', '.join(LANGUAGE_NAMES)}", param)
+    return language

@@ -5,7 +5,8 @@ spoken at all (an emoji, a mark) takes no time where it stands. Every word the c
 each start <= end, and the times never decrease.
 
 `character_times` spreads a segment's word times over the characters of the client's text, as ElevenLabs' alignment
-gives them (`chars`, start and duration of each)."""
+gives them (`chars`, start and duration of each); `written_words` gathers them into the client's words as written,
+marks included, as Cartesia's word timestamps give them."""
 
 from __future__ import annotations
 
@@ -83,6 +84,34 @@ def character_times(text: str, words: Sequence[TimedWord], start: float, end: fl
     return CharacterTimes(
         list(text), starts_ms, [max(0, round(1000 * e) - s) for e, s in zip(ends, starts_ms, strict=True)]
     )
+
+
+def written_words(text: str, words: Sequence[TimedWord], start: float) -> list[TimedWord]:
+    """`text` (a segment the client sent, spoken from `start`) cut into its words as written: each run between
+    spaces with its marks ("friend.", "$5"), cut again where a second timed word begins inside one (Chinese, written
+    without spaces, comes a character a word, its marks with the character before them). Each takes the span of the
+    timed words in it; one with none (an emoji, a dash) takes no time, at the end of the word before it."""
+    firsts: dict[int, TimedWord] = {}  # the timed words found in the text, by where each begins
+    cursor = 0
+    for word in words:
+        if positions := _positions(text, word.text, cursor):
+            firsts[positions[0]], cursor = word, positions[-1] + 1
+    spans: list[list[int]] = []  # each written word's [begin, end) in the text
+    for index, character in enumerate(text):
+        if character.isspace():
+            continue
+        after_space = index == 0 or text[index - 1].isspace()
+        if after_space or index in firsts and any(p in firsts for p in range(spans[-1][0], index)):
+            spans.append([index, index + 1])
+        else:
+            spans[-1][1] = index + 1
+    timed, at = [], start
+    for begin, end in spans:
+        inside = [firsts[p] for p in range(begin, end) if p in firsts]
+        if inside:
+            at = inside[-1].end
+        timed.append(TimedWord(text[begin:end], inside[0].start if inside else at, at))
+    return timed
 
 
 def _positions(text: str, word: str, cursor: int) -> list[int]:
