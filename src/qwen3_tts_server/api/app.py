@@ -43,6 +43,7 @@ from .dependencies import Services
 from .errors import envelope, failures, install_error_handlers
 from .limits import install_limits
 from .observability import InFlight, RequestObserver
+from .recognition import cartesia as cartesia_listening
 from .recognition import deepgram as deepgram_listening
 from .recognition import live as live_transcription
 from .recognition import realtime as realtime_transcription
@@ -200,5 +201,6 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
     app.include_router(live_transcription.router)
     app.include_router(realtime_transcription.router)
     app.include_router(deepgram_listening.router)
+    app.include_router(cartesia_listening.router)
     app.include_router(playground.router)
     return app

@@ -41,8 +41,9 @@ class RawAudio:
 
 
 class LiveProtocol(ABC):
-    """One socket's live session: `start`, `audio` for each binary message, `finish` when the client ends the
-    stream, `cancel` when it is gone; `forward` sends each of the session's events as the protocol says it."""
+    """One socket's live session: `start`, then `audio` for each binary message and `control` for each text one,
+    `finish` when the client ends the stream, `cancel` when it is gone; `forward` sends each of the session's events
+    as the protocol says it."""
 
     def __init__(self, live: LiveSession, audio: RawAudio, send: SendMessage):
         self.live, self.raw, self.send = live, audio, send
@@ -78,6 +79,10 @@ class LiveProtocol(ABC):
     async def _forward(self) -> None:
         while (event := await self.live.events.get()) is not None:
             await self.forward(event)
+
+    @abstractmethod
+    def control(self, text: str) -> bool:
+        """A client's text message taken (InvalidInputError: refused); False where it ends the stream."""
 
     @abstractmethod
     async def forward(self, event: LiveEvent) -> None:
