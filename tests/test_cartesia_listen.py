@@ -160,7 +160,7 @@ def test_other_encodings_are_taken(server, conversation):  # noqa: F811
 
 
 def test_refusals_are_cartesia_errors_and_the_socket_goes_on(server):
-    async def scenario(path: str, commands: list[str]) -> list[dict]:
+    async def scenario(path: str, commands: list[str | bytes]) -> list[dict]:
         async with connect(socket_url(server, path), additional_headers=HEADERS) as ws:
             answers = [json.loads(await ws.recv())] if "turns" in path else []
             for command in commands:
@@ -168,9 +168,11 @@ def test_refusals_are_cartesia_errors_and_the_socket_goes_on(server):
                 answers.append(json.loads(await ws.recv()))
             return answers
 
-    legacy = asyncio.run(asyncio.wait_for(scenario("/stt/websocket", ["flush", "finalize"]), TIMEOUT))
+    too_much = bytes(2 * RATE * 31)  # more audio at once than a session holds waiting (30 s)
+    legacy = asyncio.run(asyncio.wait_for(scenario("/stt/websocket", ["flush", too_much, "finalize"]), TIMEOUT))
     turns = asyncio.run(asyncio.wait_for(scenario("/stt/turns/websocket", ["finalize", "{not json"]), TIMEOUT))
-    error, done = legacy
+    error, over, done = legacy
+    assert over["type"] == "error" and over["error_code"] == "pending_audio_limit" and over["status_code"] == 429
     assert error["type"] == "error" and error["status_code"] == error["code"] == 400
     assert error["message"].startswith("unknown message 'flush'") and error["error_code"] == "invalid_request"
     assert done == {"type": "flush_done", "request_id": done["request_id"]}  # nothing held: no final, at once

@@ -158,7 +158,8 @@ def test_refusals_come_as_deepgram_errors_and_the_socket_goes_on(server):
     async def scenario():
         async with connect(socket_url(server, "encoding=linear16"), additional_headers=TOKEN) as ws:
             answers = []
-            for bad in ("{not json", json.dumps({"type": "Speak"}), json.dumps([1])):
+            too_much = bytes(2 * RATE * 31)  # more audio at once than a session holds waiting (30 s)
+            for bad in ("{not json", json.dumps({"type": "Speak"}), json.dumps([1]), too_much):
                 await ws.send(bad)
                 answers.append(json.loads(await ws.recv()))
             await ws.send(json.dumps({"type": "Finalize"}))
@@ -166,9 +167,10 @@ def test_refusals_come_as_deepgram_errors_and_the_socket_goes_on(server):
             return answers
 
     *errors, final = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
-    assert [error["type"] for error in errors] == ["Error"] * 3
-    assert all(error["err_code"] == "invalid_request" and error["err_msg"] for error in errors)
+    assert [error["type"] for error in errors] == ["Error"] * 4
+    assert all(error["err_code"] == "invalid_request" and error["err_msg"] for error in errors[:3])
     assert "unknown message type 'Speak'" in errors[1]["err_msg"]
+    assert errors[3]["err_code"] == "pending_audio_limit"
     assert final["type"] == "Results" and final["from_finalize"]
 
 

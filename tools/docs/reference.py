@@ -263,6 +263,8 @@ def layout_page() -> str:
 def protocols() -> tuple[WireProtocol, ...]:
     """Every streaming protocol the server speaks, as its module declares it."""
     from qwen3_tts_server.api.recognition.live import LIVE_TRANSCRIBE
+    from qwen3_tts_server.service.recognition.cartesia import CARTESIA_STT_SOCKET, CARTESIA_TURNS_SOCKET
+    from qwen3_tts_server.service.recognition.deepgram import DEEPGRAM_LISTEN_SOCKET
     from qwen3_tts_server.service.recognition.realtime import REALTIME_TRANSCRIPTION
     from qwen3_tts_server.service.speech.cartesia import CARTESIA_TTS_SOCKET
     from qwen3_tts_server.service.speech.deepgram import DEEPGRAM_SPEAK_SOCKET
@@ -277,6 +279,9 @@ def protocols() -> tuple[WireProtocol, ...]:
         CARTESIA_TTS_SOCKET,
         REALTIME_TRANSCRIPTION,
         LIVE_TRANSCRIBE,
+        DEEPGRAM_LISTEN_SOCKET,
+        CARTESIA_STT_SOCKET,
+        CARTESIA_TURNS_SOCKET,
         WYOMING,
     )
 
