@@ -7,7 +7,14 @@ import asyncio
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
-from pipecat.frames.frames import EndFrame, Frame
+from pipecat.frames.frames import (
+    EndFrame,
+    Frame,
+    InputAudioRawFrame,
+    InterimTranscriptionFrame,
+    TranscriptionFrame,
+    VADUserStoppedSpeakingFrame,
+)
 from pipecat.pipeline.pipeline import Pipeline
 from pipecat.pipeline.worker import PipelineParams, PipelineWorker
 from pipecat.processors.frame_processor import FrameDirection, FrameProcessor
@@ -50,3 +57,15 @@ async def running(service: FrameProcessor, collected: Collected, **params) -> As
     finally:
         await worker.queue_frame(EndFrame())
         await asyncio.wait_for(run, TIMEOUT)
+
+
+async def heard(service: FrameProcessor, audio: bytes, rate: int) -> list[Frame]:
+    """An STT `service` fed 16-bit mono `audio` in 100 ms frames, then the user's stop (Pipecat's voice activity):
+    its interim and final transcription frames, until the first final."""
+    collected = Collected((TranscriptionFrame, InterimTranscriptionFrame), until=TranscriptionFrame)
+    async with running(service, collected, audio_in_sample_rate=rate) as worker:
+        step = rate // 10 * 2
+        for start in range(0, len(audio), step):
+            await worker.queue_frame(InputAudioRawFrame(audio[start : start + step], rate, 1))
+        await worker.queue_frame(VADUserStoppedSpeakingFrame())
+    return collected.frames

@@ -18,16 +18,15 @@ from livekit.agents import stt as livekit_stt
 from livekit.agents.utils import http_context as livekit_http
 from livekit.plugins import cartesia as livekit_cartesia
 from pipecat.frames.frames import (
-    InputAudioRawFrame,
     InterimTranscriptionFrame,
     TranscriptionFrame,
-    VADUserStoppedSpeakingFrame,
 )
 from pipecat.services.cartesia.stt import CartesiaSTTService
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
-from pipecat_pipeline import Collected, running
+from pipecat_pipeline import heard
+from provider_sockets import exchange, pcm
 from qwen3_tts_server.service.recognition.cartesia import CARTESIA_STT_SOCKET, CARTESIA_TURNS_SOCKET
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
@@ -50,26 +49,8 @@ def server(both_families) -> Iterator[LiveProcess]:
         yield live
 
 
-def pcm(wave: np.ndarray) -> bytes:
-    return (np.clip(wave, -1, 1) * 32767).astype("<i2").tobytes()
-
-
 def socket_url(server: LiveProcess, path: str, query: str = "model=ink-whisper&encoding=pcm_s16le&sample_rate=16000"):
     return server.base.replace("http://", "ws://") + path + "?" + query
-
-
-async def exchange(url: str, chunks: list[bytes | str]) -> tuple[list[dict], int | None]:
-    """Every message the server sends for `chunks` (audio, or a text message), until it closes; its close code."""
-    messages = []
-    async with connect(url, additional_headers=HEADERS, max_size=None) as ws:
-        for chunk in chunks:
-            await ws.send(chunk)
-        try:
-            async for message in ws:
-                messages.append(json.loads(message))
-        except ConnectionClosed:
-            pass
-        return messages, ws.close_code
 
 
 def livekit_events(server: LiveProcess, wave: np.ndarray, model: str) -> list[livekit_stt.SpeechEvent]:
@@ -119,7 +100,7 @@ def test_the_socket_answers_finalize_with_the_final_then_flush_done_and_done_at_
     wave, spans = conversation
     audio = pcm(wave[: int((spans[0][1] - 0.3) * RATE)])
     pieces = [audio[start : start + 3201] for start in range(0, len(audio), 3201)]
-    messages, code = asyncio.run(exchange(socket_url(server, "/stt/websocket"), [*pieces, "finalize", "done"]))
+    messages, code = asyncio.run(exchange(socket_url(server, "/stt/websocket"), HEADERS, [*pieces, "finalize", "done"]))
     assert code == 1000 and {message["type"] for message in messages} <= served(CARTESIA_STT_SOCKET)
     kinds = [(message["type"], message.get("is_final")) for message in messages]
     assert kinds[-3:] == [("transcript", True), ("flush_done", None), ("done", None)]
@@ -138,7 +119,7 @@ def test_the_turns_socket_greets_then_turns_and_closes_on_close(server, conversa
     pieces = [audio[start : start + 6400] for start in range(0, len(audio), 6400)]
     query = "model=ink-2&encoding=pcm_s16le&sample_rate=16000&turn_end_threshold=0.7&keyterm=Qwen&keyterm=LiveKit"
     close = json.dumps({"type": "close"})
-    messages, code = asyncio.run(exchange(socket_url(server, "/stt/turns/websocket", query), [*pieces, close]))
+    messages, code = asyncio.run(exchange(socket_url(server, "/stt/turns/websocket", query), HEADERS, [*pieces, close]))
     assert code == 1000 and {message["type"] for message in messages} <= served(CARTESIA_TURNS_SOCKET)
     kinds = [message["type"] for message in messages]
     assert kinds[0] == "connected"
@@ -153,7 +134,7 @@ def test_other_encodings_are_taken(server, conversation):  # noqa: F811
     as_float = first.astype("<f4").tobytes()
     query = "model=ink-whisper&encoding=pcm_f32le&sample_rate=16000&max_silence_duration_secs=0.5"
     messages, _ = asyncio.run(
-        exchange(socket_url(server, "/stt/websocket", query), [as_float[:1001], as_float[1001:], "done"])
+        exchange(socket_url(server, "/stt/websocket", query), HEADERS, [as_float[:1001], as_float[1001:], "done"])
     )
     finals = [message for message in messages if message.get("is_final")]
     assert len(finals) == 1 and finals[0]["text"]
@@ -191,7 +172,7 @@ def test_refusals_are_cartesia_errors_and_the_socket_goes_on(server):
     ],
 )
 def test_a_bad_query_is_an_error_then_a_close_with_1008(server, query, param):
-    messages, code = asyncio.run(exchange(socket_url(server, "/stt/websocket", query), []))
+    messages, code = asyncio.run(exchange(socket_url(server, "/stt/websocket", query), HEADERS, []))
     assert code == 1008
     assert [message["type"] for message in messages] == ["error"] and param in messages[0]["message"]
 
@@ -210,17 +191,8 @@ def test_pipecats_service_pushes_interims_and_the_final_finalize_asks_for(server
     wave, spans = conversation
     first = pcm(wave[: int((spans[0][1] - 0.3) * RATE)])  # cut before its silence: only `finalize` ends it
 
-    async def scenario():
-        service = CartesiaSTTService(api_key=KEY, base_url=server.base.replace("http", "ws"), sample_rate=RATE)
-        collected = Collected((TranscriptionFrame, InterimTranscriptionFrame), until=TranscriptionFrame)
-        async with running(service, collected, audio_in_sample_rate=RATE) as worker:
-            step = RATE // 10 * 2
-            for start in range(0, len(first), step):
-                await worker.queue_frame(InputAudioRawFrame(first[start : start + step], RATE, 1))
-            await worker.queue_frame(VADUserStoppedSpeakingFrame())
-        return collected.frames
-
-    frames = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    service = CartesiaSTTService(api_key=KEY, base_url=server.base.replace("http", "ws"), sample_rate=RATE)
+    frames = asyncio.run(asyncio.wait_for(heard(service, first, RATE), TIMEOUT))
     assert any(isinstance(frame, InterimTranscriptionFrame) for frame in frames)
     final = frames[-1]
     assert isinstance(final, TranscriptionFrame) and final.text and final.result["is_final"]

@@ -23,22 +23,22 @@ from livekit.agents import stt as livekit_stt
 from livekit.agents.utils import http_context as livekit_http
 from livekit.plugins import deepgram as livekit_deepgram
 from pipecat.frames.frames import (
-    InputAudioRawFrame,
     InterimTranscriptionFrame,
     TranscriptionFrame,
-    VADUserStoppedSpeakingFrame,
 )
 from pipecat.services.deepgram.stt import DeepgramSTTService
 from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 from live_cases import pass_by_pass
-from pipecat_pipeline import Collected, running
+from pipecat_pipeline import heard
+from provider_sockets import exchange, pcm
 from qwen3_tts_server.audio.decoding import decode_g711
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.recognition.deepgram import DEEPGRAM_LISTEN_SOCKET, INTERIM_SECONDS, key_terms
+from qwen3_tts_server.service.recognition.deepgram import DEEPGRAM_LISTEN_SOCKET, key_terms
+from qwen3_tts_server.service.recognition.live_protocol import INTERIM_SECONDS
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
@@ -67,27 +67,9 @@ def socket_url(server: LiveProcess, query: str) -> str:
     return server.base.replace("http://", "ws://") + "/v1/listen?" + query
 
 
-def pcm(wave: np.ndarray) -> bytes:
-    return (np.clip(wave, -1, 1) * 32767).astype("<i2").tobytes()
-
-
 def alone(transcriber: Transcriber, wave: np.ndarray, language: str | None = None) -> str:
     """The final the streaming algorithm gives `wave` as one utterance, with the socket's pass length."""
     return pass_by_pass(transcriber, wave, StreamingSettings(chunk_seconds=INTERIM_SECONDS), language)[-1]
-
-
-async def exchange(url: str, chunks: list[bytes | str]) -> tuple[list[dict], int | None]:
-    """Every message the server sends for `chunks` (audio, or a text message), until it closes; its close code."""
-    messages = []
-    async with connect(url, additional_headers=TOKEN, max_size=None) as ws:
-        for chunk in chunks:
-            await ws.send(chunk)
-        try:
-            async for message in ws:
-                messages.append(json.loads(message))
-        except ConnectionClosed:
-            pass
-        return messages, ws.close_code
 
 
 def test_a_socket_speaks_deepgrams_protocol_finals_on_finalize_and_interims_each_second(server, transcriber):
@@ -99,7 +81,7 @@ def test_a_socket_speaks_deepgrams_protocol_finals_on_finalize_and_interims_each
     query = "model=nova-3&encoding=linear16&sample_rate=16000&channels=1&interim_results=true&endpointing=false"
     finalize, close = json.dumps({"type": "Finalize"}), json.dumps({"type": "CloseStream"})
     keep = json.dumps({"type": "KeepAlive"})
-    messages, code = asyncio.run(exchange(socket_url(server, query), [keep, *pieces, finalize, close]))
+    messages, code = asyncio.run(exchange(socket_url(server, query), TOKEN, [keep, *pieces, finalize, close]))
     assert code == 1000
     assert {message["type"] for message in messages} <= SERVED
     *results, metadata = messages
@@ -123,7 +105,7 @@ def test_a_socket_speaks_deepgrams_protocol_finals_on_finalize_and_interims_each
 def test_a_finalize_with_nothing_held_answers_an_empty_final_at_once(server):
     query = "encoding=linear16&sample_rate=16000"
     chunks = [json.dumps({"type": "Finalize"}), json.dumps({"type": "CloseStream"})]
-    messages, code = asyncio.run(exchange(socket_url(server, query), chunks))
+    messages, code = asyncio.run(exchange(socket_url(server, query), TOKEN, chunks))
     assert [message["type"] for message in messages] == ["Results", "Metadata"] and code == 1000
     result = messages[0]
     assert result["is_final"] and result["from_finalize"] and result["channel"]["alternatives"][0]["transcript"] == ""
@@ -134,7 +116,9 @@ def test_endpointing_makes_speech_final_finals_with_speech_started_and_utterance
     audio = pcm(wave)
     query = "encoding=linear16&sample_rate=16000&vad_events=true&endpointing=25&utterance_end_ms=1000&language=en"
     pieces = [audio[start : start + 3200] for start in range(0, len(audio), 3200)]
-    messages, _ = asyncio.run(exchange(socket_url(server, query), [*pieces, json.dumps({"type": "CloseStream"})]))
+    messages, _ = asyncio.run(
+        exchange(socket_url(server, query), TOKEN, [*pieces, json.dumps({"type": "CloseStream"})])
+    )
     kinds = [message["type"] for message in messages]
     assert kinds.count("SpeechStarted") == 2 and kinds.count("UtteranceEnd") == 2
     finals = [message for message in messages if message["type"] == "Results" and message["is_final"]]
@@ -186,7 +170,7 @@ def test_refusals_come_as_deepgram_errors_and_the_socket_goes_on(server):
     ],
 )
 def test_a_bad_query_is_an_error_then_a_close_with_1008(server, query, param):
-    messages, code = asyncio.run(exchange(socket_url(server, query), []))
+    messages, code = asyncio.run(exchange(socket_url(server, query), TOKEN, []))
     assert code == 1008
     assert [message["type"] for message in messages] == ["Error"] and param in messages[0]["err_msg"]
 
@@ -214,7 +198,7 @@ def test_mulaw_at_8_khz_in_two_channels_is_mixed_to_what_one_channel_gives(serve
     def final(audio: np.ndarray, channels: int) -> dict:
         query = f"encoding=mulaw&sample_rate=8000&channels={channels}&endpointing=false"
         messages, _ = asyncio.run(
-            exchange(socket_url(server, query), [audio.tobytes()[:999], audio.tobytes()[999:], *end])
+            exchange(socket_url(server, query), TOKEN, [audio.tobytes()[:999], audio.tobytes()[999:], *end])
         )
         assert messages[-1]["channels"] == channels and messages[-1]["duration"] == pytest.approx(2.5)
         (result,) = [message for message in messages if message["type"] == "Results" and message["is_final"]]
@@ -304,17 +288,8 @@ def test_pipecats_service_pushes_interims_and_the_final_finalize_asks_for(server
     wave, _ = conversation
     first = pcm(wave[: int(3.5 * RATE)])
 
-    async def scenario():
-        service = DeepgramSTTService(api_key=KEY, base_url=server.base, sample_rate=RATE)
-        collected = Collected((TranscriptionFrame, InterimTranscriptionFrame), until=TranscriptionFrame)
-        async with running(service, collected, audio_in_sample_rate=RATE) as worker:
-            step = RATE // 10 * 2
-            for start in range(0, len(first), step):
-                await worker.queue_frame(InputAudioRawFrame(first[start : start + step], RATE, 1))
-            await worker.queue_frame(VADUserStoppedSpeakingFrame())
-        return collected.frames
-
-    frames = asyncio.run(asyncio.wait_for(scenario(), TIMEOUT))
+    service = DeepgramSTTService(api_key=KEY, base_url=server.base, sample_rate=RATE)
+    frames = asyncio.run(asyncio.wait_for(heard(service, first, RATE), TIMEOUT))
     assert any(isinstance(frame, InterimTranscriptionFrame) for frame in frames)
     final = frames[-1]
     assert isinstance(final, TranscriptionFrame) and final.text

@@ -29,16 +29,14 @@ from typing import Any
 from ...audio.voice_activity import VoiceActivitySettings
 from ...errors import InvalidInputError, TTSError, shown
 from ...model.asr.languages import resolve_language
-from ...model.asr.streaming import StreamingSettings
 from ...protocols import Message, WireProtocol, json_message
 from ..deepgram import request_id
-from .live import Committed, LiveEvent, LiveSession, LiveTranscript, SpeechBoundary
-from .live_protocol import RAW_WIDTHS, LiveProtocol, RawAudio, SendMessage
+from .live import Committed, LiveEvent, LiveTranscript, SpeechBoundary
+from .live_protocol import RAW_WIDTHS, LiveProtocol, RawAudio, SendMessage, provider_session
 from .realtime import language_codes
 from .subtitles import estimated_words
 from .transcription import RecognitionService, check_context
 
-INTERIM_SECONDS = 1.0  # audio a pass adds: an update every second of speech
 MIN_SILENCE_MS = 300  # the shortest silence taken as the end of speech: shorter pauses are within words
 FINALIZE = "finalize"
 ENDS = ("done", "close")  # the text messages that end the stream (`{"type": "close"}` on the turns socket)
@@ -152,15 +150,8 @@ class CartesiaListener(LiveProtocol):
     def __init__(
         self, service: RecognitionService, options: SttOptions, send: SendMessage, max_pending: float, turns: bool
     ):
-        live = LiveSession(
-            service.engine,
-            options.sample_rate,
-            options.language,
-            options.context,
-            options.voice_activity(),
-            max_pending,
-            StreamingSettings(chunk_seconds=INTERIM_SECONDS),
-            service.live_slots,
+        live = provider_session(
+            service, options.sample_rate, options.language, options.context, options.voice_activity(), max_pending
         )
         super().__init__(live, RawAudio(options.encoding), send)
         self.options, self.turns = options, turns

@@ -35,12 +35,11 @@ from ...audio.voice_activity import VoiceActivitySettings
 from ...errors import InvalidInputError, TTSError, error_body, shown
 from ...model.asr.aligner import TimedWord
 from ...model.asr.languages import resolve_language
-from ...model.asr.streaming import StreamingSettings
 from ...model.asr.word_split import is_kept
 from ...protocols import Message, WireProtocol, json_message
 from ..deepgram import error_message, model_uuid, request_id
-from .live import Committed, LiveEvent, LiveSession, LiveTranscript, SpeechBoundary
-from .live_protocol import LiveProtocol, RawAudio, SendMessage
+from .live import Committed, LiveEvent, LiveTranscript, SpeechBoundary
+from .live_protocol import LiveProtocol, RawAudio, SendMessage, provider_session
 from .realtime import language_codes
 from .subtitles import estimated_words, word_spans
 from .transcription import RecognitionService, Transcript, check_context
@@ -49,7 +48,6 @@ DEFAULT_MODEL = "nova-3"  # Deepgram's default, the name given back where the qu
 ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "pcm_mulaw", "alaw": "pcm_alaw"}  # raw audio taken
 DEFAULT_ENDPOINTING_MS = 10  # Deepgram's
 MIN_ENDPOINTING_MS = 300  # the shortest silence taken as the end of speech: shorter pauses are within words
-INTERIM_SECONDS = 1.0  # audio a pass adds: an interim result every second of speech
 CHANNEL = [0, 1]  # Deepgram's `channel` of a mono stream: its index, and the count
 KEY_TERMS = ("keyterm", "keywords")
 TRUE = ("true", "1")
@@ -213,15 +211,8 @@ class DeepgramListener(LiveProtocol):
     `CloseStream`, `cancel` when the client is gone."""
 
     def __init__(self, service: RecognitionService, options: ListenOptions, send: SendMessage, max_pending: float):
-        live = LiveSession(
-            service.engine,
-            options.sample_rate,
-            options.language,
-            options.context,
-            options.voice_activity(),
-            max_pending,
-            StreamingSettings(chunk_seconds=INTERIM_SECONDS),
-            service.live_slots,
+        live = provider_session(
+            service, options.sample_rate, options.language, options.context, options.voice_activity(), max_pending
         )
         super().__init__(live, RawAudio(ENCODINGS[options.encoding], options.channels), send)
         self.options = options

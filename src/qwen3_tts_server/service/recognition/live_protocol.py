@@ -12,10 +12,30 @@ from typing import Any
 import numpy as np
 
 from ...audio.decoding import decode_g711, pcm_samples
+from ...audio.voice_activity import VoiceActivitySettings
+from ...model.asr.streaming import StreamingSettings
 from .live import LiveEvent, LiveSession, cancelled
+from .transcription import RecognitionService
 
 SendMessage = Callable[[dict[str, Any]], Awaitable[None]]
+INTERIM_SECONDS = 1.0  # audio a pass adds: an interim transcript every second of speech, as these providers send
 RAW_WIDTHS = {"pcm_s16le": 2, "pcm_s32le": 4, "pcm_f32le": 4, "pcm_mulaw": 1, "pcm_alaw": 1}  # bytes a sample
+
+
+def provider_session(
+    service: RecognitionService,
+    rate: int,
+    language: str | None,
+    context: str,
+    voice_activity: VoiceActivitySettings | None,
+    max_pending: float,
+) -> LiveSession:
+    """A live session of `service`'s transcriber for a provider's socket: a pass every INTERIM_SECONDS of audio, one
+    of the transcriber's live session slots held."""
+    streaming = StreamingSettings(chunk_seconds=INTERIM_SECONDS)
+    return LiveSession(
+        service.engine, rate, language, context, voice_activity, max_pending, streaming, service.live_slots
+    )
 
 
 class RawAudio:
