@@ -39,10 +39,6 @@ TIMEOUT = 300  # a guard against a hang, not a speed limit
 KIND = livekit_stt.SpeechEventType
 
 
-def served(protocol) -> set[str]:
-    return {message.name for message in protocol.messages if message.sender == "server"}
-
-
 @pytest.fixture(scope="module")
 def server(both_families) -> Iterator[LiveProcess]:
     with live_process("serve", both_families["asr"], "--preload-model", env=ENV) as live:
@@ -101,7 +97,7 @@ def test_the_socket_answers_finalize_with_the_final_then_flush_done_and_done_at_
     audio = pcm(wave[: int((spans[0][1] - 0.3) * RATE)])
     pieces = [audio[start : start + 3201] for start in range(0, len(audio), 3201)]
     messages, code = asyncio.run(exchange(socket_url(server, "/stt/websocket"), HEADERS, [*pieces, "finalize", "done"]))
-    assert code == 1000 and {message["type"] for message in messages} <= served(CARTESIA_STT_SOCKET)
+    assert code == 1000 and {message["type"] for message in messages} <= CARTESIA_STT_SOCKET.sent_by("server")
     kinds = [(message["type"], message.get("is_final")) for message in messages]
     assert kinds[-3:] == [("transcript", True), ("flush_done", None), ("done", None)]
     assert set(kinds[:-3]) == {("transcript", False)}
@@ -120,7 +116,7 @@ def test_the_turns_socket_greets_then_turns_and_closes_on_close(server, conversa
     query = "model=ink-2&encoding=pcm_s16le&sample_rate=16000&turn_end_threshold=0.7&keyterm=Qwen&keyterm=LiveKit"
     close = json.dumps({"type": "close"})
     messages, code = asyncio.run(exchange(socket_url(server, "/stt/turns/websocket", query), HEADERS, [*pieces, close]))
-    assert code == 1000 and {message["type"] for message in messages} <= served(CARTESIA_TURNS_SOCKET)
+    assert code == 1000 and {message["type"] for message in messages} <= CARTESIA_TURNS_SOCKET.sent_by("server")
     kinds = [message["type"] for message in messages]
     assert kinds[0] == "connected"
     turns = [kind for index, kind in enumerate(kinds[1:]) if index == 0 or kinds[index] != kind]
