@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 from . import __version__
+from .cli_eval import add_eval
 from .cli_precision import add_dtype_flag, flag_precision, flag_settings
 from .cli_transcribe import add_transcribe
 from .errors import InvalidInputError, TTSError
@@ -96,9 +97,8 @@ def _synth(args: argparse.Namespace) -> int:
     import soundfile as sf
     from tqdm import tqdm
 
-    from .audio.seams import fade_seams
     from .model.tts.tts_model import Qwen3TTSModel
-    from .service.speech.preparation import prepare_text
+    from .service.speech.preparation import decoded, prepare_text
     from .service.speech.requests import SamplingOverrides
 
     if args.text_file is not None:
@@ -140,12 +140,7 @@ def _synth(args: argparse.Namespace) -> int:
                 prepared.inputs[batch], prepared.params[batch], max_frames=args.max_frames, on_frames=progress
             )
     generated = time.perf_counter()
-    context = voice.ref_codes if voice is not None else None
-    last = len(results) - 1
-    segments = [
-        fade_seams(model.decode(result.codes, context=context), index > 0, index < last)
-        for index, result in enumerate(results)
-    ]
+    segments = decoded(model, results, voice.ref_codes if voice is not None else None)
     audio = np.concatenate(segments)
     done = time.perf_counter()
     args.output.parent.mkdir(parents=True, exist_ok=True)
@@ -746,6 +741,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
     _add_synth(sub)
     add_transcribe(sub, _add_speed_flags)
+    add_eval(sub)
     _add_make_test_model(sub)
     _add_make_preset_voices(sub)
     _add_bench(sub)

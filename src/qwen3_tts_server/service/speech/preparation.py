@@ -3,12 +3,17 @@ tokenized in the request's voice, each with its own seed. The server and `synth`
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+import numpy as np
+import torch
+
+from ...audio.seams import fade_seams
 from ...errors import EmptyInputError, NoSentencesError
 from ...model.tts.prompt import TokenizedInput, VoiceSpec
 from ...model.tts.sampling import SamplingParams
-from ...model.tts.tts_model import Qwen3TTSModel
+from ...model.tts.tts_model import Generated, Qwen3TTSModel
 from ...text.frontend import TextSegment, text_segments
 
 NOTHING_TO_SPEAK = (
@@ -47,3 +52,13 @@ def prepare_text(
     # Each segment its own seed, derived from the request's: reproducible, yet not the same noise each time.
     seeds = [None if params.seed is None else params.seed + index for index in range(len(inputs))]
     return PreparedText(segments, inputs, [replace(params, seed=seed) for seed in seeds])
+
+
+def decoded(model: Qwen3TTSModel, results: Sequence[Generated], context: torch.Tensor | None) -> list[np.ndarray]:
+    """Each segment's codes as its audio, decoded after a clone's reference codes (`context`), the seams between
+    segments faded: what `synth` and `eval` join into one recording."""
+    last = len(results) - 1
+    return [
+        fade_seams(model.decode(result.codes, context=context), index > 0, index < last)
+        for index, result in enumerate(results)
+    ]
