@@ -78,6 +78,16 @@ def test_a_clone_is_scored_and_compared_with_its_reference(base_model, both_fami
     assert report_of(out)["clone of"] == str(reference)
 
 
+def test_a_designed_voice_speaks_the_set(both_families, tmp_path):
+    designer = make_test_model(tmp_path / "design", "tiny", "voice_design")
+    out = tmp_path / "design-report"
+    command = ["eval", "speech", "--model", str(designer), "--asr", str(both_families["asr"]), "--languages", "fr"]
+    voice = ["--instruct", "A calm, low voice.", "--per-language", "1", "--precision", "float32"]
+    assert cli_main([*command, *voice, "-o", str(out)]) == 0
+    (setup,) = report_of(out)["configurations"]
+    assert [item["id"] for item in setup["sentences"]] == ["fr-01"]
+
+
 def test_eval_asr_scores_a_folder_of_recordings_in_each_precision(both_families, tmp_path):
     data = tmp_path / "recordings"
     data.mkdir()

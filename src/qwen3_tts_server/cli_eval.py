@@ -30,6 +30,7 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     speech.add_argument("--model", required=True, help="speech checkpoint directory or hub id")
     speech.add_argument("--asr", required=True, help="Qwen3-ASR checkpoint that transcribes (Qwen/Qwen3-ASR-1.7B)")
     speech.add_argument("--speaker", help="preset speaker of a CustomVoice model (default: its first)")
+    speech.add_argument("--instruct", help="a VoiceDesign model's voice description (a style for a 1.7B CustomVoice)")
     speech.add_argument("--languages", help="ISO codes, comma-separated (default: all ten)")
     speech.add_argument("--per-language", type=int, help="the first N sentences of each language (default: all)")
     speech.add_argument("--seed", type=int, default=0, help="the first sentence's seed; the n-th has seed + n")
@@ -74,7 +75,9 @@ def _speech(args: argparse.Namespace) -> int:
     setups = [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
     heard_by = configuration(args.asr_precision, args.device)
     clone = _clone(args)
-    rows = evaluate(args.model, args.asr, setups, chosen.sentences, args.speaker, args.seed, heard_by, _said, clone)
+    rows = evaluate(
+        args.model, args.asr, setups, chosen.sentences, args.speaker, args.seed, heard_by, _said, clone, args.instruct
+    )
     context = {
         "command": " ".join(["qwen3-tts-server", *args.argv]),
         "sentence set": f"version {chosen.version}, {len(chosen.sentences)} sentences",

@@ -87,9 +87,11 @@ def speak(
     speaker: str | None,
     seed: int,
     clone: Clone | None = None,
+    instruct: str | None = None,
 ) -> list[Spoken]:
     """Every sentence spoken by the speech model in `setup` (in `clone`'s voice, cloned in that precision, or the
-    preset `speaker`, by default the model's first): the n-th with seed `seed + n`, whatever the set."""
+    preset `speaker`, by default the model's first; `instruct`: a VoiceDesign model's voice, a style for others):
+    the n-th with seed `seed + n`, whatever the set."""
     from ..model.tts.tts_model import Qwen3TTSModel
     from ..service.speech.preparation import decoded, prepare_text
     from ..service.speech.requests import SamplingOverrides
@@ -100,7 +102,7 @@ def speak(
         cloned = model.voice_encoder.encode(clone.reference, clone.text, x_vector_only=clone.x_vector_only)
     elif speaker is None and model.prompts.speakers:
         speaker = model.prompts.speakers[0]
-    voice = model.prompts.check_voice(speaker, None, cloned)
+    voice = model.prompts.check_voice(speaker, instruct, cloned)
     context = cloned.ref_codes if cloned is not None else None
     spoken = []
     for index, sentence in enumerate(sentences):
@@ -175,6 +177,7 @@ def evaluate(
     transcriber_setup: Configuration | None = None,
     said: Callable[[str], None] = log.info,
     clone: Clone | None = None,
+    instruct: str | None = None,
 ) -> list[Row]:
     """Each configuration's line of the report, in order: all speak first (one model loaded at a time), then one
     transcriber hears everything (and, for a clone, one speaker encoder compares everything with the reference)."""
@@ -183,7 +186,7 @@ def evaluate(
     spoken = []
     for setup in setups:
         said(f"speaking {len(sentences)} sentences in {setup.label} ({described(setup)})")
-        spoken.append(speak(checkpoint, setup, sentences, speaker, seed, clone))
+        spoken.append(speak(checkpoint, setup, sentences, speaker, seed, clone, instruct))
     similar: list[list[float] | None] = [None] * len(setups)
     if clone is not None:
         said("comparing each clone's speech with the reference")
