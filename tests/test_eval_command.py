@@ -78,6 +78,17 @@ def test_a_clone_is_scored_and_compared_with_its_reference(base_model, both_fami
     assert report_of(out)["clone of"] == str(reference)
 
 
+def test_without_a_recording_the_set_makes_its_own_reference_with_a_preset_speaker(base_model, both_families, tmp_path):
+    out = tmp_path / "own"
+    command = ["eval", "speech", "--model", str(base_model), "--asr", str(both_families["asr"]), "--languages", "it"]
+    own = ["--ref-from", str(both_families["speech"]), "--per-language", "1", "--precision", "float32"]
+    assert cli_main([*command, *own, "-o", str(out)]) == 0
+    report = report_of(out)
+    assert report["clone of"] == f"the set's reference sentence, said by {both_families['speech']}"
+    (setup,) = report["configurations"]
+    assert -1.0 <= setup["speaker_similarity"] <= 1.0 and [item["id"] for item in setup["sentences"]] == ["it-01"]
+
+
 def test_a_designed_voice_speaks_the_set(both_families, tmp_path):
     designer = make_test_model(tmp_path / "design", "tiny", "voice_design")
     out = tmp_path / "design-report"
@@ -112,6 +123,7 @@ def test_eval_asr_scores_a_folder_of_recordings_in_each_precision(both_families,
         (["speech", "--precision", "float32:int3"], "configuration 'float32:int3'"),
         (["speech", "--per-language", "0"], "--per-language is at least 1"),
         (["speech", "--ref-text", "Hi."], "--ref-text and --x-vector-only go with --ref-audio"),
+        (["speech", "--ref-from", "m", "--ref-audio", "a.wav"], "give --ref-from or --ref-audio"),
         (["asr", "--data", "nowhere", "--language", "en"], "nowhere is not a folder"),
         (["asr", "--data", ".", "--language", "xx"], "--language is one of"),
     ],

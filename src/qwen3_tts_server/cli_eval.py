@@ -38,6 +38,12 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     clone.add_argument("--ref-audio", type=Path, help="the recording to clone (wav, flac, mp3, ...)")
     clone.add_argument("--ref-text", help="its transcript (in-context cloning, the default)")
     clone.add_argument("--x-vector-only", action="store_true", help="clone from the speaker embedding alone")
+    clone.add_argument(
+        "--ref-from",
+        metavar="CUSTOMVOICE_MODEL",
+        help="instead of --ref-audio, the set's own reference: its reference sentence said by --speaker (default: "
+        "the first) of this CustomVoice checkpoint, cloned by --model",
+    )
     _add_common(speech)
     speech.set_defaults(func=_speech)
     asr = kinds.add_parser("asr", help="error rate of a Qwen3-ASR on your recordings")
@@ -75,27 +81,36 @@ def _speech(args: argparse.Namespace) -> int:
     setups = [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
     heard_by = configuration(args.asr_precision, args.device)
     clone = _clone(args)
+    speaker = None if args.ref_from else args.speaker  # (then the reference's speaker, not the evaluated model's)
     rows = evaluate(
-        args.model, args.asr, setups, chosen.sentences, args.speaker, args.seed, heard_by, _said, clone, args.instruct
+        args.model, args.asr, setups, chosen.sentences, speaker, args.seed, heard_by, _said, clone, args.instruct
     )
     context = {
         "command": " ".join(["qwen3-tts-server", *args.argv]),
         "sentence set": f"version {chosen.version}, {len(chosen.sentences)} sentences",
         "transcriber": f"{args.asr} ({heard_by.label}: {heard_by.dtype}, {heard_by.quantize or 'no'} quantisation)",
         "seed": args.seed,
-    } | ({"clone of": f"{args.ref_audio}"} if clone is not None else {})
+    }
+    if clone is not None:
+        context["clone of"] = str(args.ref_audio or f"the set's reference sentence, said by {args.ref_from}")
     plotted = "speaker_similarity" if clone is not None else "real_time_factor"
     return _written(args, "speech", "Round-trip error rate of speech", rows, context, plotted)
 
 
 def _clone(args: argparse.Namespace) -> Clone | None:
-    """The voice to clone, if --ref-audio names one."""
+    """The voice to clone, if --ref-audio names one or --ref-from makes the set's own."""
+    from .audio.reference import load_reference
+    from .eval.speech import Clone, preset_reference
+
+    if args.ref_from is not None:
+        if args.ref_audio is not None or args.ref_text:
+            raise InvalidInputError("give --ref-from or --ref-audio (with --ref-text), not both", param="ref_from")
+        _said(f"making the set's own reference with {args.ref_from}")
+        return preset_reference(args.ref_from, args.speaker, args.device, args.seed)
     if args.ref_audio is None:
         if args.ref_text or args.x_vector_only:
             raise InvalidInputError("--ref-text and --x-vector-only go with --ref-audio", param="ref_audio")
         return None
-    from .audio.reference import load_reference
-    from .eval.speech import Clone
 
     try:
         data = args.ref_audio.read_bytes()

@@ -9,6 +9,8 @@ from importlib import resources
 
 from ..errors import InvalidInputError
 
+REFERENCE_ID = "en-23"  # the set's own reference for a clone: a sentence of narration, about nine seconds spoken
+
 
 @dataclass(frozen=True)
 class Sentence:
@@ -33,3 +35,9 @@ def sentence_set(languages: list[str] | None = None, per_language: int | None = 
         raise InvalidInputError(f"no sentences in {', '.join(unknown)}: one of {', '.join(known)}", param="languages")
     sentences = [Sentence(entry["id"], code, entry["text"]) for code in wanted for entry in known[code][:per_language]]
     return SentenceSet(data["version"], tuple(sentences))
+
+
+def reference_sentence() -> Sentence:
+    """The sentence a preset speaker says to make the set's own reference recording for a clone."""
+    (sentence,) = [item for item in sentence_set(["en"]).sentences if item.id == REFERENCE_ID]
+    return sentence

@@ -116,6 +116,23 @@ def speak(
     return spoken
 
 
+def preset_reference(checkpoint: str, speaker: str | None, device: str, seed: int) -> Clone:
+    """The set's own reference for a clone: its reference sentence said by a preset `speaker` of the CustomVoice
+    model `checkpoint` in float32, and that sentence as the reference's transcript."""
+    import io
+
+    import soundfile as sf
+
+    from ..audio.reference import load_reference
+    from .sentences import reference_sentence
+
+    sentence = reference_sentence()
+    (said,) = speak(checkpoint, configuration("float32", device), [sentence], speaker, seed)
+    recording = io.BytesIO()
+    sf.write(recording, said.audio, said.rate, format="WAV", subtype="PCM_16")
+    return Clone(load_reference(recording.getvalue()), sentence.text)
+
+
 def transcribe(transcriber: Transcriber, spoken: Sequence[Spoken]) -> list[str]:
     """What the transcriber hears in each, its language forced to the sentence's."""
     waves = [soxr.resample(item.audio, item.rate, SAMPLE_RATE).astype(np.float32) for item in spoken]
