@@ -155,14 +155,20 @@ def test_the_socket_answers_every_flush_in_order_and_says_only_what_it_declares(
     flushed = [m for m in rest if isinstance(m, dict) and m["type"] == "Flushed"]
     assert [m["sequence_id"] for m in flushed] == [0, 1, 2] and kinds[-1] == "Flushed"
     first_flushed = kinds.index("Flushed")
-    assert_speech(b"".join(m for m in rest[:first_flushed] if isinstance(m, bytes)), 24000)
+    first_audio = b"".join(m for m in rest[:first_flushed] if isinstance(m, bytes))
     assert kinds[first_flushed + 1] != "audio"  # the empty flush's audio: none, its Flushed after the first's
     errors = [m for m in rest if isinstance(m, dict) and m["type"] == "Error"]
     assert len(errors) == 3 and all(m["err_code"] == "invalid_request" and m["err_msg"] for m in errors)
     assert "Shout" in errors[1]["err_msg"] and "binary messages" in errors[2]["err_msg"]
     cleared = kinds.index("Cleared")
     assert rest[cleared] == {"type": "Cleared", "sequence_id": 0}
-    assert_speech(b"".join(m for m in rest[cleared:] if isinstance(m, bytes)), 24000)  # what was held at Close
+    closing_audio = b"".join(m for m in rest[cleared:] if isinstance(m, bytes))  # what was held at Close
+    # The random-weight model may end a text by itself after its first frames (its EOS row is louder, and this
+    # socket takes no seed; a CI run once heard "Hello there." end after two frames): each flush has audio of its
+    # own, and the two together are speech.
+    for audio in (first_audio, closing_audio):
+        assert audio and len(audio) % 2 == 0 and np.abs(np.frombuffer(audio, "<i2")).max() > 0
+    assert_speech(first_audio + closing_audio, 24000)
 
 
 def test_the_socket_speaks_mulaw_at_8khz_and_refuses_a_bad_query_or_key(server):
