@@ -37,8 +37,8 @@ from qwen3_tts_server.audio.decoding import decode_g711
 from qwen3_tts_server.model.asr.loading import load_asr_checkpoint
 from qwen3_tts_server.model.asr.streaming import StreamingSettings
 from qwen3_tts_server.model.asr.transcriber import Transcriber
-from qwen3_tts_server.service.recognition.deepgram import DEEPGRAM_LISTEN_SOCKET, key_terms
-from qwen3_tts_server.service.recognition.live_protocol import INTERIM_SECONDS
+from qwen3_tts_server.service.recognition.deepgram import DEEPGRAM_LISTEN_SOCKET, KEY_TERMS
+from qwen3_tts_server.service.recognition.live_protocol import INTERIM_SECONDS, key_terms
 from qwen3_tts_server.testing.live_server import LiveProcess, live_process
 from qwen3_tts_server.testing.signals import voiced_glide
 from test_voice_activity import conversation  # noqa: F401 (a fixture)
@@ -297,4 +297,4 @@ def test_pipecats_service_pushes_interims_and_the_final_finalize_asks_for(server
 
 def test_key_terms_become_the_transcribers_context():
     items = [("keyterm", "Qwen"), ("keyterm", "LiveKit"), ("keywords", "Pipecat:2"), ("keyterm", "Qwen"), ("x", "y")]
-    assert key_terms(items) == "Qwen, LiveKit, Pipecat"
+    assert key_terms(items, KEY_TERMS) == "Qwen, LiveKit, Pipecat"

@@ -32,12 +32,20 @@ from ...model.asr.languages import resolve_language
 from ...protocols import Message, WireProtocol, json_message
 from ..deepgram import request_id
 from .live import Committed, LiveEvent, LiveTranscript, SpeechBoundary
-from .live_protocol import RAW_WIDTHS, LiveProtocol, RawAudio, SendMessage, provider_session
+from .live_protocol import (
+    RAW_WIDTHS,
+    LiveProtocol,
+    RawAudio,
+    SendMessage,
+    end_of_speech,
+    key_terms,
+    provider_session,
+    query_integer,
+)
 from .realtime import language_codes
 from .subtitles import estimated_words
-from .transcription import RecognitionService, check_context
+from .transcription import RecognitionService
 
-MIN_SILENCE_MS = 300  # the shortest silence taken as the end of speech: shorter pauses are within words
 FINALIZE = "finalize"
 ENDS = ("done", "close")  # the text messages that end the stream (`{"type": "close"}` on the turns socket)
 
@@ -95,7 +103,7 @@ class SttOptions:
     context: str  # the key terms, for the transcriber's prompt
 
     def voice_activity(self) -> VoiceActivitySettings:
-        return VoiceActivitySettings(silence_duration_ms=max(self.silence_ms, MIN_SILENCE_MS))
+        return end_of_speech(self.silence_ms)
 
 
 def stt_options(items: Sequence[tuple[str, str]]) -> SttOptions:
@@ -106,9 +114,6 @@ def stt_options(items: Sequence[tuple[str, str]]) -> SttOptions:
         raise InvalidInputError(
             f"encoding {shown(encoding)} is not served: one of {', '.join(RAW_WIDTHS)}", param="encoding"
         )
-    rate = query.get("sample_rate", "16000")
-    if not rate.isdigit() or not 8000 <= int(rate) <= 48000:
-        raise InvalidInputError(f"sample_rate is from 8000 to 48000, not {shown(rate)}", param="sample_rate")
     silence = query.get("max_silence_duration_secs")
     try:
         silence_ms = (
@@ -120,14 +125,13 @@ def stt_options(items: Sequence[tuple[str, str]]) -> SttOptions:
         raise InvalidInputError(
             f"max_silence_duration_secs is from 0 to 60, not {shown(silence)}", param="max_silence_duration_secs"
         )
-    terms = dict.fromkeys(value.strip() for name, value in items if name == "keyterm" and value.strip())
     return SttOptions(
         model=query.get("model"),
         language=resolve_language(query.get("language")),
         encoding=encoding,
-        sample_rate=int(rate),
+        sample_rate=query_integer(query, "sample_rate", 8000, 48000) or 16000,
         silence_ms=silence_ms,
-        context=", ".join(terms),
+        context=key_terms(items, ("keyterm",)),
     )
 
 
@@ -162,8 +166,7 @@ class CartesiaListener(LiveProtocol):
         self._covered = 0.0  # seconds of audio the transcript messages sent so far cover
 
     async def start(self) -> None:
-        """The key terms checked as a prompt is, then the live session started (and, for turns, `connected`)."""
-        check_context(await self.live.engine.models.get_async(), self.options.context, "keyterm")
+        """The live session started (`LiveProtocol.start`), and, on the turns socket, `connected` sent."""
         await super().start()
         if self.turns:
             await self.send({"type": "connected", "request_id": self.request_id})

@@ -14,7 +14,7 @@ by default), sends `Finalize` when its own voice activity hears the user stop an
 on every alternative and word, and `metadata.model_info` and `model_uuid`.
 
 How Deepgram's settings are honoured: `endpointing` (milliseconds of silence that end speech, Deepgram's default on)
-is our voice activity's silence, no shorter than MIN_ENDPOINTING_MS (shorter pauses fall inside words for Silero
+is our voice activity's silence, no shorter than MIN_SILENCE_MS (shorter pauses fall inside words for Silero
 VAD); `false` turns it off, and then only `Finalize` and the socket's end make finals. A final is `speech_final` where
 the silence ended it, `from_finalize` where `Finalize` did. `utterance_end_ms`: an `UtteranceEnd` follows each final
 the silence ended (with its words). `keyterm` and `keywords` are the transcriber's context (the model's prompt: names
@@ -39,17 +39,24 @@ from ...model.asr.word_split import is_kept
 from ...protocols import Message, WireProtocol, json_message
 from ..deepgram import error_message, model_uuid, request_id
 from .live import Committed, LiveEvent, LiveTranscript, SpeechBoundary
-from .live_protocol import LiveProtocol, RawAudio, SendMessage, provider_session
+from .live_protocol import (
+    LiveProtocol,
+    RawAudio,
+    SendMessage,
+    end_of_speech,
+    key_terms,
+    provider_session,
+    query_integer,
+)
 from .realtime import language_codes
 from .subtitles import estimated_words, word_spans
-from .transcription import RecognitionService, Transcript, check_context
+from .transcription import RecognitionService, Transcript
 
 DEFAULT_MODEL = "nova-3"  # Deepgram's default, the name given back where the query names none
 ENCODINGS = {"linear16": "pcm_s16le", "mulaw": "pcm_mulaw", "alaw": "pcm_alaw"}  # raw audio taken
 DEFAULT_ENDPOINTING_MS = 10  # Deepgram's
-MIN_ENDPOINTING_MS = 300  # the shortest silence taken as the end of speech: shorter pauses are within words
 CHANNEL = [0, 1]  # Deepgram's `channel` of a mono stream: its index, and the count
-KEY_TERMS = ("keyterm", "keywords")
+KEY_TERMS = ("keyterm", "keywords")  # `keywords` as `word:boost`
 TRUE = ("true", "1")
 FALSE = ("false", "0")
 
@@ -100,7 +107,7 @@ class ListenOptions:
     def voice_activity(self) -> VoiceActivitySettings | None:
         if self.endpointing_ms is None:
             return None
-        return VoiceActivitySettings(silence_duration_ms=max(self.endpointing_ms, MIN_ENDPOINTING_MS))
+        return end_of_speech(self.endpointing_ms)
 
 
 def _flag(query: dict[str, str], name: str, default: bool) -> bool:
@@ -110,22 +117,6 @@ def _flag(query: dict[str, str], name: str, default: bool) -> bool:
     if value.lower() not in TRUE + FALSE:
         raise InvalidInputError(f"{name} is true or false, not {shown(value)}", param=name)
     return value.lower() in TRUE
-
-
-def _integer(query: dict[str, str], name: str, low: int, high: int) -> int | None:
-    value = query.get(name)
-    if value is None:
-        return None
-    if not value.strip().isdigit() or not low <= int(value) <= high:
-        raise InvalidInputError(f"{name} is a whole number from {low} to {high}, not {shown(value)}", param=name)
-    return int(value)
-
-
-def key_terms(items: Sequence[tuple[str, str]]) -> str:
-    """The query's `keyterm` and `keywords` (`word:boost`, the boost dropped) as the transcriber's context, once
-    each."""
-    terms = [value if name == "keyterm" else value.rsplit(":", 1)[0] for name, value in items if name in KEY_TERMS]
-    return ", ".join(dict.fromkeys(term.strip() for term in terms if term.strip()))
 
 
 def listen_options(items: Sequence[tuple[str, str]], live: bool = True) -> ListenOptions:
@@ -146,18 +137,34 @@ def listen_options(items: Sequence[tuple[str, str]], live: bool = True) -> Liste
         model=query.get("model") or DEFAULT_MODEL,
         language=None if language in (None, "multi") else resolve_language(language),
         encoding=encoding,
-        sample_rate=_integer(query, "sample_rate", 8000, 48000) or (8000 if encoding in ("mulaw", "alaw") else 16000),
-        channels=_integer(query, "channels", 1, 8) or 1,
+        sample_rate=query_integer(query, "sample_rate", 8000, 48000)
+        or (8000 if encoding in ("mulaw", "alaw") else 16000),
+        channels=query_integer(query, "channels", 1, 8) or 1,
         interim_results=_flag(query, "interim_results", False),
-        endpointing_ms=None if off else _integer({"endpointing": endpointing}, "endpointing", 0, 60000),
+        endpointing_ms=None if off else query_integer({"endpointing": endpointing}, "endpointing", 0, 60000),
         vad_events=_flag(query, "vad_events", False),
-        utterance_end_ms=_integer(query, "utterance_end_ms", 0, 60000),
-        context=key_terms(items),
+        utterance_end_ms=query_integer(query, "utterance_end_ms", 0, 60000),
+        context=key_terms(items, KEY_TERMS),
     )
 
 
 def model_info(model: str) -> dict[str, str]:
     return {"name": model, "version": "qwen3-asr", "arch": "qwen3-asr"}
+
+
+def metadata(model: str, request: str, seconds: float, channels: int, sha256: str = "") -> dict[str, Any]:
+    """Deepgram's description of a transcription: a prerecorded response's `metadata`, a socket's last message."""
+    uuid = model_uuid(model)
+    return {
+        "transaction_key": "deprecated",
+        "request_id": request,
+        "sha256": sha256,
+        "created": datetime.now(UTC).isoformat(),
+        "duration": round(seconds, 3),
+        "channels": channels,
+        "models": [uuid],
+        "model_info": {uuid: model_info(model)},
+    }
 
 
 def words(text: str, timed: Sequence[TimedWord]) -> list[dict[str, Any]]:
@@ -190,20 +197,8 @@ def prerecorded_response(
     if options.language is None and codes:
         channel["detected_language"] = codes[0]
         channel["language_confidence"] = 1.0
-    uuid = model_uuid(options.model)
-    return {
-        "metadata": {
-            "transaction_key": "deprecated",
-            "request_id": request_id(),
-            "sha256": hashlib.sha256(audio).hexdigest(),
-            "created": datetime.now(UTC).isoformat(),
-            "duration": round(transcript.seconds, 3),
-            "channels": 1,
-            "models": [uuid],
-            "model_info": {uuid: model_info(options.model)},
-        },
-        "results": {"channels": [channel]},
-    }
+    described = metadata(options.model, request_id(), transcript.seconds, 1, hashlib.sha256(audio).hexdigest())
+    return {"metadata": described, "results": {"channels": [channel]}}
 
 
 class DeepgramListener(LiveProtocol):
@@ -224,11 +219,6 @@ class DeepgramListener(LiveProtocol):
         }
         self._ended: dict[int, bool] = {}  # utterance -> ended by the client's Finalize
 
-    async def start(self) -> None:
-        """The key terms checked as a prompt is, then the live session started."""
-        check_context(await self.live.engine.models.get_async(), self.options.context, "keyterm")
-        await super().start()
-
     def control(self, text: str) -> bool:
         """A client's text message taken; False at `CloseStream`."""
         match json_message(text).get("type"):
@@ -247,20 +237,8 @@ class DeepgramListener(LiveProtocol):
     async def finish(self) -> None:
         """`CloseStream`: what is held transcribed and sent, then the closing `Metadata`."""
         await super().finish()
-        uuid = self._metadata["model_uuid"]
-        await self.send(
-            {
-                "type": "Metadata",
-                "transaction_key": "deprecated",
-                "request_id": self.request_id,
-                "sha256": "",
-                "created": datetime.now(UTC).isoformat(),
-                "duration": round(self.seconds, 3),
-                "channels": self.options.channels,
-                "models": [uuid],
-                "model_info": {uuid: model_info(self.options.model)},
-            }
-        )
+        described = metadata(self.options.model, self.request_id, self.seconds, self.options.channels)
+        await self.send({"type": "Metadata"} | described)
 
     async def forward(self, event: LiveEvent) -> None:
         if isinstance(event, SpeechBoundary):

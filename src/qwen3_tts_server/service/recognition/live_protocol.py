@@ -1,25 +1,49 @@
-"""What the live recognition protocols of other providers share (Deepgram's, Cartesia's): raw audio decoded as it
-arrives, in messages of any length, and one live session a socket (`live.py`), its events forwarded as the
-protocol's messages."""
+"""What the live recognition protocols of other providers share (Deepgram's, Cartesia's): their queries' numbers and
+key terms, the shortest silence that ends speech, raw audio decoded as it arrives in messages of any length, and one
+live session a socket (`live.py`), its events forwarded as the protocol's messages."""
 
 from __future__ import annotations
 
 import asyncio
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ...audio.decoding import decode_g711, pcm_samples
 from ...audio.voice_activity import VoiceActivitySettings
+from ...errors import InvalidInputError, shown
 from ...model.asr.streaming import StreamingSettings
 from .live import LiveEvent, LiveSession, cancelled
-from .transcription import RecognitionService
+from .transcription import RecognitionService, check_context
 
 SendMessage = Callable[[dict[str, Any]], Awaitable[None]]
 INTERIM_SECONDS = 1.0  # audio a pass adds: an interim transcript every second of speech, as these providers send
 RAW_WIDTHS = {"pcm_s16le": 2, "pcm_s32le": 4, "pcm_f32le": 4, "pcm_mulaw": 1, "pcm_alaw": 1}  # bytes a sample
+MIN_SILENCE_MS = 300  # the shortest silence taken as the end of speech: shorter pauses are within words
+
+
+def query_integer(query: dict[str, str], name: str, low: int, high: int) -> int | None:
+    """The query's whole number `name` (None where not given), refused outside `low` to `high`."""
+    value = query.get(name)
+    if value is None:
+        return None
+    if not value.strip().isdigit() or not low <= int(value) <= high:
+        raise InvalidInputError(f"{name} is a whole number from {low} to {high}, not {shown(value)}", param=name)
+    return int(value)
+
+
+def key_terms(items: Sequence[tuple[str, str]], names: Sequence[str]) -> str:
+    """The query's key terms (its values of `names`; Deepgram's `keywords` as `word:boost`, the boost dropped) as the
+    transcriber's context, once each."""
+    terms = [value if name == "keyterm" else value.rsplit(":", 1)[0] for name, value in items if name in names]
+    return ", ".join(dict.fromkeys(term.strip() for term in terms if term.strip()))
+
+
+def end_of_speech(silence_ms: int) -> VoiceActivitySettings:
+    """Voice activity that ends speech after `silence_ms` of silence, MIN_SILENCE_MS at the least."""
+    return VoiceActivitySettings(silence_duration_ms=max(silence_ms, MIN_SILENCE_MS))
 
 
 def provider_session(
@@ -75,6 +99,8 @@ class LiveProtocol(ABC):
         return self.raw.frames / self.live.rate
 
     async def start(self) -> None:
+        """The key terms (the session's context) checked as a prompt is, then the live session started."""
+        check_context(await self.live.engine.models.get_async(), self.live.context, "keyterm")
         await self.live.start()
         self._pump = asyncio.create_task(self._forward())
 
