@@ -16,8 +16,8 @@ from ..errors import InvalidInputError
 from ..model.asr.mel import SAMPLE_RATE
 from ..text.language import LANGUAGE_NAMES
 from .report import Row
-from .scoring import error_rate, score
-from .speech import Configuration, described
+from .scoring import score
+from .speech import Configuration, described, row
 
 AUDIO_SUFFIXES = (".wav", ".flac", ".mp3", ".ogg", ".opus", ".m4a", ".aac", ".webm")
 
@@ -68,12 +68,10 @@ def evaluate_asr(
         started = time.perf_counter()
         heard = transcriber.transcribe([item.wave for item in recorded], [LANGUAGE_NAMES[language]] * len(recorded))
         spent = time.perf_counter() - started
-        scored = tuple(
+        scored = [
             score(item.id, language, item.text, result.text) for item, result in zip(recorded, heard, strict=True)
-        )
-        details = {"model": checkpoint, "device": setup.device, "dtype": setup.dtype, "quantize": setup.quantize}
-        rate = error_rate(scored)
-        rows.append(Row(setup.label, details, rate, {language: rate}, {"real_time_factor": spent / seconds}, scored))
+        ]
+        rows.append(row(checkpoint, setup, scored, {"real_time_factor": spent / seconds}))
         del transcriber
         gc.collect()
     return rows

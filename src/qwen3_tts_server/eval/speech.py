@@ -21,7 +21,7 @@ from ..errors import InvalidInputError, TTSError
 from ..model.asr.mel import SAMPLE_RATE
 from ..text.language import LANGUAGE_NAMES
 from .report import Row
-from .scoring import error_rate, score
+from .scoring import Scored, error_rate, score
 from .sentences import Sentence
 
 if TYPE_CHECKING:
@@ -170,18 +170,24 @@ def outcome(
 ) -> Row:
     """A configuration's line: its scores over all sentences and by language, its synthesis speed and, for a clone,
     its speech's mean similarity to the reference."""
-    scored = tuple(
+    scored = [
         score(item.sentence.id, item.sentence.language, item.sentence.text, text)
         for item, text in zip(spoken, heard, strict=True)
-    )
-    codes = dict.fromkeys(item.language for item in scored)
-    by_language = {code: error_rate([item for item in scored if item.language == code]) for code in codes}
+    ]
     factor = sum(item.spent for item in spoken) / max(sum(item.seconds for item in spoken), 1e-9)
-    details = {"model": checkpoint, "device": setup.device, "dtype": setup.dtype, "quantize": setup.quantize}
     figures = {"real_time_factor": factor}
     if similarity is not None:
         figures |= {"speaker_similarity": float(np.mean(similarity)), "lowest_similarity": min(similarity)}
-    return Row(setup.label, details, error_rate(scored), by_language, figures, scored)
+    return row(checkpoint, setup, scored, figures)
+
+
+def row(checkpoint: str, setup: Configuration, scored: Sequence[Scored], figures: dict[str, float]) -> Row:
+    """A configuration's line of the report (speech's or recognition's): what it was, its error rate over all the
+    sentences and in each language, and its `figures`."""
+    codes = dict.fromkeys(item.language for item in scored)
+    by_language = {code: error_rate([item for item in scored if item.language == code]) for code in codes}
+    details = {"model": checkpoint, "device": setup.device, "dtype": setup.dtype, "quantize": setup.quantize}
+    return Row(setup.label, details, error_rate(scored), by_language, figures, tuple(scored))
 
 
 def evaluate(
