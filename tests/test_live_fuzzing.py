@@ -183,10 +183,14 @@ def with_value(case: tuple[dict, tuple[str, ...]], value: object) -> str:
     return json.dumps(message)
 
 
+def no_action(text: str) -> bool:
+    """Whether `text` names neither action that is no error: a flush, or a reset (the probe's own message; hypothesis
+    draws text from the project's string constants too, and one of them is the reset message whole)."""
+    return "flush" not in text and "reset" not in text
+
+
 EARLIER_FIELD_VALUES = (
-    st.tuples(st.sampled_from(EARLIER_FIELDS), ODD.filter(lambda value: value not in ("flush", "reset")))
-    .map(lambda drawn: with_value(*drawn))
-    .filter(lambda text: "flush" not in text)
+    st.tuples(st.sampled_from(EARLIER_FIELDS), ODD).map(lambda drawn: with_value(*drawn)).filter(no_action)
 )
 REALTIME_FIELD_VALUES = (
     st.tuples(st.sampled_from(REALTIME_FIELDS), ODD)
@@ -194,7 +198,7 @@ REALTIME_FIELD_VALUES = (
     .map(lambda drawn: with_value(*drawn))
 )
 # three in four a field's odd value
-EARLIER_MESSAGES = st.one_of(*[EARLIER_FIELD_VALUES] * 3, NOT_OBJECTS.filter(lambda text: "flush" not in text))
+EARLIER_MESSAGES = st.one_of(*[EARLIER_FIELD_VALUES] * 3, NOT_OBJECTS.filter(no_action))
 REALTIME_MESSAGES = st.one_of(*[REALTIME_FIELD_VALUES] * 3, NOT_OBJECTS)
 
 
