@@ -23,7 +23,8 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
         help="measure quality on this machine: round-trip error rate of speech, error rate of recognition",
         description="Measure quality with the server's own models, each precision side by side: `speech` speaks a "
         "fixed set of sentences and has a Qwen3-ASR transcribe them back (word or character error rate), `asr` "
-        "transcribes a folder of recordings with their texts. Writes report.json, report.md and report.png.",
+        "transcribes a folder of recordings with their texts, or a dataset's. Writes report.json, report.md and "
+        "report.png.",
     )
     kinds = p.add_subparsers(dest="eval_kind", required=True)
     speech = kinds.add_parser("speech", help="round-trip error rate (and a clone's similarity) of a speech model")
@@ -48,10 +49,22 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     speech.set_defaults(func=_speech)
     asr = kinds.add_parser("asr", help="error rate of a Qwen3-ASR on your recordings")
     asr.add_argument("--model", required=True, help="Qwen3-ASR checkpoint directory or hub id")
-    asr.add_argument(
-        "--data", type=Path, required=True, help="a folder of recordings, each with its text in NAME.txt beside it"
+    source = asr.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", type=Path, help="a folder of recordings, each with its text in NAME.txt beside it")
+    source.add_argument(
+        "--dataset",
+        help="a `datasets` dataset, streamed: a hub id (openslr/librispeech_asr, google/fleurs, ...) or a local "
+        "dataset folder",
     )
     asr.add_argument("--language", required=True, help="the recordings' language, an ISO code (en, zh, ...)")
+    asr.add_argument("--limit", type=int, help="the first N recordings (default: all)")
+    rows = asr.add_argument_group("a dataset's rows")
+    rows.add_argument("--dataset-config", help="its configuration (clean, en_us, ...; default: its default)")
+    rows.add_argument("--split", default="test", help="its split (default: test)")
+    rows.add_argument("--audio-column", default="audio", help="the column of audio (default: audio)")
+    rows.add_argument(
+        "--text-column", help="the column of transcripts (default: the first of text, sentence, transcription, ...)"
+    )
     _add_common(asr)
     asr.set_defaults(func=_asr)
 
@@ -122,15 +135,24 @@ def _clone(args: argparse.Namespace) -> Clone | None:
 def _asr(args: argparse.Namespace) -> int:
     try:
         from .eval.asr import evaluate_asr, recordings
+        from .eval.hub_dataset import DatasetSource, dataset_recordings
         from .eval.speech import configuration
     except ImportError as exc:
         raise InvalidInputError(f"{EXTRA} ({exc.name} is missing)") from None
-    recorded = recordings(args.data, args.language)
+    if args.limit is not None and args.limit < 1:
+        raise InvalidInputError("--limit is at least 1", param="limit")
+    if args.data is not None:
+        recorded = recordings(args.data, args.language, args.limit)
+        origin = str(args.data)
+    else:
+        source = DatasetSource(args.dataset, args.dataset_config, args.split, args.audio_column, args.text_column)
+        recorded = dataset_recordings(source, args.language, args.limit, _said)
+        origin = f"{args.dataset} ({args.dataset_config or 'default'} configuration, {args.split} split)"
     setups = [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
     rows = evaluate_asr(args.model, setups, recorded, args.language, _said)
     context = {
         "command": " ".join(["qwen3-tts-server", *args.argv]),
-        "recordings": f"{len(recorded)} in {args.data}, {args.language}",
+        "recordings": f"{len(recorded)} from {origin}, {args.language}",
     }
     return _written(args, "asr", "Error rate of recognition", rows, context, "real_time_factor")
 

@@ -1,6 +1,7 @@
 """`eval asr`: the error rate of a Qwen3-ASR checkpoint on the user's own recordings, in each configuration asked
 for, side by side, with its speed (the real-time factor of the transcription). The recordings are a folder of
-audio files, each with its text in a `.txt` file of the same name beside it, all in one language."""
+audio files, each with its text in a `.txt` file of the same name beside it, all in one language, or a dataset's
+rows (`hub_dataset.py`)."""
 
 from __future__ import annotations
 
@@ -29,16 +30,20 @@ class Recording:
     text: str
 
 
-def recordings(folder: Path, language: str) -> list[Recording]:
-    """Every audio file in `folder` with its text (NAME.txt beside NAME.wav, ...), in name order; a recording
-    without its text, an unreadable one, or none at all is refused."""
-    from ..model.asr.transcriber import heard_wave
-
+def checked_language(language: str) -> None:
     if language not in LANGUAGE_NAMES:
         raise InvalidInputError(f"--language is one of {', '.join(LANGUAGE_NAMES)}, not {language!r}", "language")
+
+
+def recordings(folder: Path, language: str, limit: int | None = None) -> list[Recording]:
+    """Every audio file in `folder` (the first `limit`) with its text (NAME.txt beside NAME.wav, ...), in name order;
+    a recording without its text, an unreadable one, or none at all is refused."""
+    from ..model.asr.transcriber import heard_wave
+
+    checked_language(language)
     if not folder.is_dir():
         raise InvalidInputError(f"{folder} is not a folder", param="data")
-    files = sorted(path for path in folder.iterdir() if path.suffix.lower() in AUDIO_SUFFIXES)
+    files = sorted(path for path in folder.iterdir() if path.suffix.lower() in AUDIO_SUFFIXES)[:limit]
     if not files:
         raise InvalidInputError(f"{folder} holds no audio file ({', '.join(AUDIO_SUFFIXES)})", param="data")
     missing = [path.name for path in files if not path.with_suffix(".txt").is_file()]

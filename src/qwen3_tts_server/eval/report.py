@@ -14,7 +14,7 @@ from typing import Any
 
 from .scoring import CHARACTER_LANGUAGES, Rate, Scored
 
-PACKAGES = ("qwen3-tts-server", "torch", "jiwer")
+PACKAGES = ("qwen3-tts-server", "torch", "jiwer", "datasets")
 
 
 @dataclass(frozen=True)
