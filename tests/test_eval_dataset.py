@@ -87,6 +87,26 @@ def test_without_a_limit_the_whole_split_is_read_and_its_column_named(both_famil
     assert [item["reference"] for item in scored(report_of(tmp_path / "named"))] == TEXTS[:1]
 
 
+def test_a_named_configuration_is_read_as_the_hub_lays_it_out(both_families, recordings, tmp_path):
+    """LibriSpeech's layout on the hub: configurations named in README.md's card, each split's Parquet files in a
+    folder of their own."""
+    hub_like = recordings["root"] / "hub_like"
+    audio = [{"bytes": encoded(pitch, "FLAC"), "path": f"{index}.flac"} for index, pitch in enumerate(PITCHES)]
+    for config, texts in (("clean", TEXTS), ("other", TEXTS[::-1])):
+        rows = datasets.Dataset.from_dict({"audio": audio, "text": texts}).cast_column("audio", datasets.Audio())
+        (hub_like / config).mkdir(parents=True)
+        rows.to_parquet(str(hub_like / config / "test-00000-of-00001.parquet"))
+    card = "".join(
+        f"- config_name: {config}\n  data_files:\n  - split: test\n    path: {config}/test-*.parquet\n"
+        for config in ("clean", "other")
+    )
+    (hub_like / "README.md").write_text(f"---\nconfigs:\n{card}---\n", encoding="utf-8")
+    command = ["eval", "asr", "--model", str(both_families["asr"]), "--language", "en", "--precision", "float32"]
+    named = ["--dataset", str(hub_like), "--dataset-config", "other", "--split", "test", "--limit", "2"]
+    assert cli_main([*command, *named, "-o", str(tmp_path / "other")]) == 0
+    assert [item["reference"] for item in scored(report_of(tmp_path / "other"))] == TEXTS[::-1][:2]
+
+
 @pytest.mark.parametrize(
     ("arguments", "said"),
     [
