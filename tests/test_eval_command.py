@@ -6,6 +6,7 @@ reference, a folder of recordings scored, and the report's files (JSON, Markdown
 from __future__ import annotations
 
 import dataclasses
+import io
 import json
 import sys
 
@@ -148,3 +149,21 @@ def test_without_the_eval_extra_the_command_names_it(monkeypatch, capsys):
         monkeypatch.delitem(sys.modules, module)
     assert cli_main(["eval", "asr", "--model", "m", "--data", ".", "--language", "en"]) == 2
     assert "pip install 'qwen3-tts-server[eval]' (jiwer is missing)" in capsys.readouterr().err
+
+
+class Terminal(io.StringIO):
+    def isatty(self) -> bool:
+        return True
+
+
+def test_on_a_terminal_the_work_is_shown_as_it_goes(both_families, tmp_path, monkeypatch):
+    shown = Terminal()
+    monkeypatch.setattr(sys, "stderr", shown)
+    command = ["eval", "speech", "--model", str(both_families["speech"]), "--asr", str(both_families["asr"])]
+    assert (
+        cli_main([*command, "--languages", "en", "--per-language", "2", "--precision", "float32", "-o", str(tmp_path)])
+        == 0
+    )
+    bars = shown.getvalue()
+    assert "speaking (float32): 100%" in bars and "2/2 [" in bars and "s a second of speech" in bars
+    assert "transcribing: 100%" in bars and " tokens" in bars

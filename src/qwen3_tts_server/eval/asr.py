@@ -16,6 +16,7 @@ import numpy as np
 from ..errors import InvalidInputError
 from ..model.asr.mel import SAMPLE_RATE
 from ..text.language import LANGUAGE_NAMES
+from .progress import bar, transcription_bar
 from .report import Row
 from .scoring import score
 from .speech import Configuration, described, row
@@ -71,7 +72,9 @@ def evaluate_asr(
         said(f"transcribing {len(recorded)} recordings ({seconds:.0f} s) in {setup.label} ({described(setup)})")
         transcriber = load_transcriber(checkpoint, setup.device, setup.dtype, setup.quantize)
         started = time.perf_counter()
-        heard = transcriber.transcribe([item.wave for item in recorded], [LANGUAGE_NAMES[language]] * len(recorded))
+        with bar(len(recorded), "part", "transcribing") as shown:
+            waves, languages = [item.wave for item in recorded], [LANGUAGE_NAMES[language]] * len(recorded)
+            heard = transcriber.transcribe(waves, languages, progress=transcription_bar(shown))
         spent = time.perf_counter() - started
         scored = [
             score(item.id, language, item.text, result.text) for item, result in zip(recorded, heard, strict=True)

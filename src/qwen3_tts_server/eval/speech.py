@@ -20,6 +20,7 @@ from ..config import Settings
 from ..errors import InvalidInputError, TTSError
 from ..model.asr.mel import SAMPLE_RATE
 from ..text.language import LANGUAGE_NAMES
+from .progress import bar, transcription_bar
 from .report import Row
 from .scoring import Scored, error_rate, score
 from .sentences import Sentence
@@ -104,13 +105,17 @@ def speak(
         speaker = model.prompts.speakers[0]
     voice = model.prompts.check_voice(speaker, instruct, cloned)
     context = cloned.ref_codes if cloned is not None else None
-    spoken = []
-    for index, sentence in enumerate(sentences):
-        started = time.perf_counter()
-        params = SamplingOverrides(seed=seed + index).params(model)
-        prepared = prepare_text(model, voice, sentence.text, LANGUAGE_NAMES[sentence.language], True, params)
-        audio = np.concatenate(decoded(model, model.generate(prepared.inputs, prepared.params), context))
-        spoken.append(Spoken(sentence, audio, model.sample_rate, time.perf_counter() - started))
+    spoken: list[Spoken] = []
+    with bar(len(sentences), "sentence", f"speaking ({setup.label})") as shown:
+        for index, sentence in enumerate(sentences):
+            started = time.perf_counter()
+            params = SamplingOverrides(seed=seed + index).params(model)
+            prepared = prepare_text(model, voice, sentence.text, LANGUAGE_NAMES[sentence.language], True, params)
+            audio = np.concatenate(decoded(model, model.generate(prepared.inputs, prepared.params), context))
+            spoken.append(Spoken(sentence, audio, model.sample_rate, time.perf_counter() - started))
+            spent, seconds = sum(item.spent for item in spoken), sum(item.seconds for item in spoken)
+            shown.set_postfix_str(f"{spent / seconds:.2f} s a second of speech", refresh=False)
+            shown.update()
     del model
     gc.collect()
     return spoken
@@ -137,7 +142,9 @@ def transcribe(transcriber: Transcriber, spoken: Sequence[Spoken]) -> list[str]:
     """What the transcriber hears in each, its language forced to the sentence's."""
     waves = [soxr.resample(item.audio, item.rate, SAMPLE_RATE).astype(np.float32) for item in spoken]
     languages = [LANGUAGE_NAMES[item.sentence.language] for item in spoken]
-    return [result.text for result in transcriber.transcribe(waves, languages)]
+    with bar(len(waves), "part", "transcribing") as shown:
+        heard = transcriber.transcribe(waves, languages, progress=transcription_bar(shown))
+    return [result.text for result in heard]
 
 
 def similarities(checkpoint: str, device: str, clone: Clone, spoken: Sequence[Sequence[Spoken]]) -> list[list[float]]:
