@@ -9,6 +9,7 @@ import json
 import sys
 
 import datasets
+import huggingface_hub.constants
 import numpy as np
 import pytest
 import soundfile as sf
@@ -133,7 +134,8 @@ def test_a_dataset_without_a_usual_text_column_asks_for_one(recordings, capsys):
 
 
 def test_an_unknown_hub_id_offline_is_refused_with_the_reason(capsys, monkeypatch):
-    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # as HF_HUB_OFFLINE=1 at start, the tests' own way
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     assert cli_main(["eval", "asr", "--model", "m", "--language", "en", "--dataset", "nobody/no-such-set"]) == 2
     said = capsys.readouterr().err
     assert "cannot load the dataset nobody/no-such-set" in said and "Couldn't reach 'nobody/no-such-set'" in said
