@@ -136,9 +136,11 @@ def test_a_dataset_without_a_usual_text_column_asks_for_one(recordings, capsys):
 def test_an_unknown_hub_id_offline_is_refused_with_the_reason(capsys, monkeypatch):
     monkeypatch.setattr(datasets.config, "HF_HUB_OFFLINE", True)  # as HF_HUB_OFFLINE=1 at start, the tests' own way
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
-    assert cli_main(["eval", "asr", "--model", "m", "--language", "en", "--dataset", "nobody/no-such-set"]) == 2
+    command = ["eval", "asr", "--model", "m", "--language", "en", "--dataset", "nobody/no-such-set"]
+    assert cli_main([*command, "--dataset-revision", "v1.0"]) == 2
     said = capsys.readouterr().err
-    assert "cannot load the dataset nobody/no-such-set" in said and "Couldn't reach 'nobody/no-such-set'" in said
+    assert "cannot load the dataset nobody/no-such-set (its default configuration, split test, revision v1.0)" in said
+    assert "Couldn't reach 'nobody/no-such-set'" in said
 
 
 def test_an_audio_folder_without_torchcodec_names_what_datasets_asks_for(tmp_path, monkeypatch, capsys):

@@ -61,6 +61,9 @@ def add_eval(sub: argparse._SubParsersAction) -> None:
     rows = asr.add_argument_group("a dataset's rows")
     rows.add_argument("--dataset-config", help="its configuration (clean, en_us, ...; default: its default)")
     rows.add_argument("--split", default="test", help="its split (default: test)")
+    rows.add_argument(
+        "--dataset-revision", help="a hub dataset's branch, tag or commit, to score the same rows again (default: main)"
+    )
     rows.add_argument("--audio-column", default="audio", help="the column of audio (default: audio)")
     rows.add_argument(
         "--text-column", help="the column of transcripts (default: the first of text, sentence, transcription, ...)"
@@ -145,9 +148,12 @@ def _asr(args: argparse.Namespace) -> int:
         recorded = recordings(args.data, args.language, args.limit)
         origin = str(args.data)
     else:
-        source = DatasetSource(args.dataset, args.dataset_config, args.split, args.audio_column, args.text_column)
+        source = DatasetSource(
+            args.dataset, args.dataset_config, args.split, args.audio_column, args.text_column, args.dataset_revision
+        )
         recorded = dataset_recordings(source, args.language, args.limit, _said)
-        origin = f"{args.dataset} ({args.dataset_config or 'default'} configuration, {args.split} split)"
+        origin = f"{args.dataset} ({args.dataset_config or 'default'} configuration, {args.split} split"
+        origin += f", revision {args.dataset_revision})" if args.dataset_revision else ")"
     setups = [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
     rows = evaluate_asr(args.model, setups, recorded, args.language, _said)
     context = {

@@ -26,6 +26,7 @@ class DatasetSource:
     split: str
     audio_column: str
     text_column: str | None  # None: the first of TEXT_COLUMNS the dataset has
+    revision: str | None = None  # a hub dataset's branch, tag or commit (None: its main branch)
 
 
 def dataset_recordings(
@@ -39,10 +40,13 @@ def dataset_recordings(
     except ImportError:
         raise InvalidInputError("--dataset needs the `eval` extra: pip install 'qwen3-tts-server[eval]'") from None
 
-    named = f"{source.name} ({source.config or 'its default configuration'}, split {source.split})"
+    named = f"{source.name} ({source.config or 'its default configuration'}, split {source.split}"
+    named += f", revision {source.revision})" if source.revision else ")"
     said(f"reading {named}")
     try:
-        rows = datasets.load_dataset(source.name, source.config, split=source.split, streaming=True)
+        rows = datasets.load_dataset(
+            source.name, source.config, split=source.split, revision=source.revision, streaming=True
+        )
     except (OSError, ValueError) as exc:  # not found, offline, unknown configuration or split
         raise InvalidInputError(f"cannot load the dataset {named}: {exc}", param="dataset") from None
     except RuntimeError as exc:  # a dataset still built by a loading script, which `datasets` 4 and later refuse
