@@ -81,11 +81,10 @@ def _rendered(result: Any, name: str, form: str) -> str:
 
 
 def transcribe(args: argparse.Namespace) -> int:
-    from tqdm import tqdm
-
+    from .cli_progress import transcription_progress
     from .model.asr.languages import resolve_language
     from .model.asr.loading import load_asr_checkpoint
-    from .model.asr.transcriber import Progress, Transcriber
+    from .model.asr.transcriber import Transcriber
     from .model.asr.word_split import WordSplitter
 
     timestamps = args.timestamps or args.format in ("srt", "vtt")
@@ -110,12 +109,7 @@ def transcribe(args: argparse.Namespace) -> int:
         aligner = load_asr_checkpoint(args.aligner, args.device, dtype, quantize)
     transcriber = Transcriber(model, aligner, splitter)
     loaded = time.perf_counter()
-    with tqdm(unit="token", desc="transcribing", file=sys.stderr, leave=False, disable=None) as bar:
-
-        def progress(state: Progress) -> None:
-            bar.set_postfix_str(f"{state.parts_done}/{state.parts} parts", refresh=False)
-            bar.update(state.tokens - bar.n)
-
+    with transcription_progress() as progress:
         results = transcriber.transcribe(
             waves,
             [language] * len(waves),

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..cli_progress import transcription_progress
 from ..errors import InvalidInputError
 from ..model.asr.mel import SAMPLE_RATE
 from ..text.language import LANGUAGE_NAMES
-from .progress import bar, transcription_bar
 from .report import Row
 from .scoring import score
 from .speech import Configuration, described, row
@@ -67,14 +67,14 @@ def evaluate_asr(
     from ..engine.recognition import load_transcriber
 
     seconds = sum(len(item.wave) for item in recorded) / SAMPLE_RATE
+    waves, languages = [item.wave for item in recorded], [LANGUAGE_NAMES[language]] * len(recorded)
     rows = []
     for setup in setups:
         said(f"transcribing {len(recorded)} recordings ({seconds:.0f} s) in {setup.label} ({described(setup)})")
         transcriber = load_transcriber(checkpoint, setup.device, setup.dtype, setup.quantize)
         started = time.perf_counter()
-        with bar(len(recorded), "part", "transcribing") as shown:
-            waves, languages = [item.wave for item in recorded], [LANGUAGE_NAMES[language]] * len(recorded)
-            heard = transcriber.transcribe(waves, languages, progress=transcription_bar(shown))
+        with transcription_progress() as progress:
+            heard = transcriber.transcribe(waves, languages, progress=progress)
         spent = time.perf_counter() - started
         scored = [
             score(item.id, language, item.text, result.text) for item, result in zip(recorded, heard, strict=True)

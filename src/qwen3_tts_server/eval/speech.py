@@ -16,11 +16,11 @@ import numpy as np
 import soxr
 
 from ..audio.reference import ReferenceAudio
+from ..cli_progress import bar, transcription_progress
 from ..config import Settings
 from ..errors import InvalidInputError, TTSError
 from ..model.asr.mel import SAMPLE_RATE
 from ..text.language import LANGUAGE_NAMES
-from .progress import bar, transcription_bar
 from .report import Row
 from .scoring import Scored, error_rate, score
 from .sentences import Sentence
@@ -142,8 +142,8 @@ def transcribe(transcriber: Transcriber, spoken: Sequence[Spoken]) -> list[str]:
     """What the transcriber hears in each, its language forced to the sentence's."""
     waves = [soxr.resample(item.audio, item.rate, SAMPLE_RATE).astype(np.float32) for item in spoken]
     languages = [LANGUAGE_NAMES[item.sentence.language] for item in spoken]
-    with bar(len(waves), "part", "transcribing") as shown:
-        heard = transcriber.transcribe(waves, languages, progress=transcription_bar(shown))
+    with transcription_progress() as progress:
+        heard = transcriber.transcribe(waves, languages, progress=progress)
     return [result.text for result in heard]
 
 
