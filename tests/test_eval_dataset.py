@@ -72,7 +72,7 @@ def test_a_datasets_rows_score_as_the_same_recordings_in_a_folder(both_families,
     assert [item["id"] for item in from_dataset["configurations"][0]["sentences"]] == ["0", "1"]
     assert scored(from_dataset) == scored(from_folder) and len(scored(from_folder)) == 2
     assert [item["reference"] for item in scored(from_dataset)] == TEXTS[:2]
-    assert from_dataset["recordings"].startswith(f"2 from {recordings['dataset']} (default configuration")
+    assert from_dataset["recordings"] == f"2 from {recordings['dataset']} (its default configuration, split test), en"
     assert "datasets" in from_dataset["versions"]
     assert f"reading {recordings['dataset']}" in capsys.readouterr().err
 

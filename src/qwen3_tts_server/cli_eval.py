@@ -12,7 +12,7 @@ from .errors import InvalidInputError
 
 if TYPE_CHECKING:
     from .eval.report import Row
-    from .eval.speech import Clone
+    from .eval.speech import Clone, Configuration
 
 EXTRA = "the eval command needs the `eval` extra: pip install 'qwen3-tts-server[eval]'"
 
@@ -94,7 +94,7 @@ def _speech(args: argparse.Namespace) -> int:
         raise InvalidInputError("--per-language is at least 1", param="per_language")
     languages = [code.strip() for code in args.languages.split(",")] if args.languages else None
     chosen = sentence_set(languages, args.per_language)
-    setups = [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
+    setups = _setups(args)
     heard_by = configuration(args.asr_precision, args.device)
     clone = _clone(args)
     speaker = None if args.ref_from else args.speaker  # (then the reference's speaker, not the evaluated model's)
@@ -102,7 +102,6 @@ def _speech(args: argparse.Namespace) -> int:
         args.model, args.asr, setups, chosen.sentences, speaker, args.seed, heard_by, _said, clone, args.instruct
     )
     context = {
-        "command": " ".join(["qwen3-tts-server", *args.argv]),
         "sentence set": f"version {chosen.version}, {len(chosen.sentences)} sentences",
         "transcriber": f"{args.asr} ({heard_by.label}: {heard_by.dtype}, {heard_by.quantize or 'no'} quantisation)",
         "seed": args.seed,
@@ -139,7 +138,6 @@ def _asr(args: argparse.Namespace) -> int:
     try:
         from .eval.asr import evaluate_asr, recordings
         from .eval.hub_dataset import DatasetSource, dataset_recordings
-        from .eval.speech import configuration
     except ImportError as exc:
         raise InvalidInputError(f"{EXTRA} ({exc.name} is missing)") from None
     if args.limit is not None and args.limit < 1:
@@ -152,15 +150,19 @@ def _asr(args: argparse.Namespace) -> int:
             args.dataset, args.dataset_config, args.split, args.audio_column, args.text_column, args.dataset_revision
         )
         recorded = dataset_recordings(source, args.language, args.limit, _said)
-        origin = f"{args.dataset} ({args.dataset_config or 'default'} configuration, {args.split} split"
-        origin += f", revision {args.dataset_revision})" if args.dataset_revision else ")"
-    setups = [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
-    rows = evaluate_asr(args.model, setups, recorded, args.language, _said)
+        origin = source.described
+    rows = evaluate_asr(args.model, _setups(args), recorded, args.language, _said)
     context = {
-        "command": " ".join(["qwen3-tts-server", *args.argv]),
         "recordings": f"{len(recorded)} from {origin}, {args.language}",
     }
     return _written(args, "asr", "Error rate of recognition", rows, context, "real_time_factor")
+
+
+def _setups(args: argparse.Namespace) -> list[Configuration]:
+    """The configurations --precision names, each once, in order (default: the server's own)."""
+    from .eval.speech import configuration
+
+    return [configuration(spec, args.device) for spec in dict.fromkeys(args.precision or ["default"])]
 
 
 def _written(
@@ -168,7 +170,8 @@ def _written(
 ) -> int:
     from .eval.report import write
 
-    written = write(args.output, kind, title, rows, context, plotted)
+    command = " ".join(["qwen3-tts-server", *args.argv])
+    written = write(args.output, kind, title, rows, {"command": command, **context}, plotted)
     print((args.output / "report.md").read_text(encoding="utf-8"))
     _said("wrote " + ", ".join(str(path) for path in written))
     return 0

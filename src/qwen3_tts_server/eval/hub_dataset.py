@@ -28,6 +28,12 @@ class DatasetSource:
     text_column: str | None  # None: the first of TEXT_COLUMNS the dataset has
     revision: str | None = None  # a hub dataset's branch, tag or commit (None: its main branch)
 
+    @property
+    def described(self) -> str:
+        """The dataset and the part of it read, as the report and every error name them."""
+        revision = f", revision {self.revision}" if self.revision else ""
+        return f"{self.name} ({self.config or 'its default configuration'}, split {self.split}{revision})"
+
 
 def dataset_recordings(
     source: DatasetSource, language: str, limit: int | None, said: Callable[[str], None]
@@ -40,8 +46,7 @@ def dataset_recordings(
     except ImportError:
         raise InvalidInputError("--dataset needs the `eval` extra: pip install 'qwen3-tts-server[eval]'") from None
 
-    named = f"{source.name} ({source.config or 'its default configuration'}, split {source.split}"
-    named += f", revision {source.revision})" if source.revision else ")"
+    named = source.described
     said(f"reading {named}")
     try:
         rows = datasets.load_dataset(
