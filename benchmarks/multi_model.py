@@ -113,7 +113,10 @@ async def stall(live: LiveProcess, rounds: int, second: str) -> tuple[dict, int]
         summary[f"ttfa_{phase}_p95_ms"] = percentile(values, 0.95) if values else None
         summary[f"requests_{phase}"] = len(values)
     summary["second_model_load_seconds_p50"] = statistics.median(loads)  # to its first "ready" seen on /health
+    summary["health_during_load_p50_ms"] = statistics.median(probes) if probes else None
+    summary["health_during_load_p99_ms"] = percentile(probes, 0.99) if probes else None
     summary["health_during_load_max_ms"] = max(probes, default=None)
+    summary["health_probes_during_load"] = len(probes)
     return {key: round(value, 1) if isinstance(value, float) else value for key, value in summary.items()}, rss
 
 

@@ -27,6 +27,7 @@ from ..http_contract import (
     is_open_path,
     key_accepted,
 )
+from ..resources import keep_start_up_objects
 from ..service.metrics import CacheCounts, Metrics
 from ..service.recognition.transcription import RecognitionService
 from ..service.recognition.translation import Translator
@@ -119,6 +120,7 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
         asyncio.get_running_loop().set_default_executor(helper_thread_pool())
         await asyncio.to_thread(warm_up_text_front_end)
         await asyncio.to_thread(registry.prepare)
+        keep_start_up_objects()
         await asyncio.to_thread(registry.start, settings.preload_model, settings.preload_models)
         try:
             async with AsyncExitStack() as wyoming:  # closed first: its connections' jobs end before the engine
