@@ -14,7 +14,8 @@ every row count it is checked for, and a row count it does not reproduce gets a 
 the first step of each row count, the traced codes must equal the layer-by-layer passes' (which are that step's
 result). A trace that cannot be made, fails to run or differs turns the traces off with one warning, and the
 layer-by-layer passes go on. Traced passes compute every sampling step in full (no host hints: `RowSampling`), which
-chooses the same codes.
+chooses the same codes. The process keeps a load's traces for the checkpoint's next load (`kept_traces.py`): TorchScript
+never frees a trace's types.
 """
 
 from __future__ import annotations
@@ -23,11 +24,14 @@ import logging
 import threading
 import time
 import warnings
+import weakref
+from collections.abc import Hashable
 
 import torch
 from torch import nn
 
 from ..cpu_linear import PrepackedLinear
+from . import kept_traces
 from .predictor_path import PredictorPath
 from .sampling import RowSampling
 from .talker import CodePredictor
@@ -83,14 +87,26 @@ class PredictorTraces(PredictorPath):
     """A model's traces of its code predictor's passes, shared by its generators. `state`: "on", "off (why)" or
     "failed (why)"; `predict` returns None whenever the layer-by-layer passes must run instead."""
 
-    def __init__(self, predictor: CodePredictor, wanted: bool, compiled: bool = False):
+    def __init__(self, predictor: CodePredictor, wanted: bool, compiled: bool = False, key: Hashable | None = None):
+        """`key`: the checkpoint and the settings it was loaded with, whose traces the process keeps for its next
+        load (`kept_traces.py`); None keeps none."""
         self.predictor = predictor
         self._passes = _Passes(predictor)
         self._shared: torch.jit.ScriptModule | None = None  # made at TRACE_ROWS rows
         self._by_rows: dict[int, torch.jit.ScriptModule] = {}  # the checked trace of each row count seen
         self._lock = threading.Lock()
+        self._made: list[torch.jit.ScriptModule] = []  # the traces this load made (not kept from an earlier one)
         self.failure: str | None = None
         self.off_reason = self._off_reason(predictor, wanted, compiled)
+        self._kept = kept_traces.take(key) if key is not None and self.off_reason is None else None
+        if self._kept is not None:
+            weakref.finalize(self, kept_traces.give_back, self._kept).atexit = False
+            try:
+                self._kept.bind(self._passes)
+            except (AttributeError, RuntimeError) as exc:  # not the structure they were made from: made anew
+                log.warning("kept code predictor traces not reused: %s", exc)
+                self._kept.forget()
+            self._shared = self._kept.shared
 
     @staticmethod
     def _off_reason(predictor: CodePredictor, wanted: bool, compiled: bool) -> str | None:
@@ -106,6 +122,10 @@ class PredictorTraces(PredictorPath):
             # their operator takes a list of optional scalars, which the tracer cannot record
             return "its float32 layers are reordered for oneDNN, whose product a trace cannot record"
         return None
+
+    def kept_traces(self) -> list[torch.jit.ScriptModule]:
+        """The traces the process keeps of this checkpoint for its next load (none when it keeps none)."""
+        return self._kept.traces() if self._kept is not None else []
 
     @property
     def row_counts(self) -> list[int]:
@@ -132,23 +152,41 @@ class PredictorTraces(PredictorPath):
                 self.failure = f"{type(exc).__name__}: {exc}"
                 self._shared = None
                 self._by_rows.clear()
+                if self._kept is not None:
+                    self._kept.forget()
                 log.warning("code predictor traces off: %s; the layer-by-layer passes run (same codes)", self.failure)
         return want
+
+    def _traced(self, inputs: Inputs) -> torch.jit.ScriptModule:
+        trace = _trace(self._passes, inputs)
+        self._made.append(trace)
+        if self._kept is not None:
+            self._kept.keep(trace, self._passes)
+        return trace
 
     def _check(self, inputs: Inputs, want: torch.Tensor) -> None:
         """Find the trace that gives these inputs' codes `want`: the shared one, else one made for their row count."""
         rows = len(inputs[0])
         started = time.perf_counter()
         if self._shared is None:
-            self._shared = _trace(self._passes, tuple(torch.cat([t[:1]] * TRACE_ROWS) for t in inputs))
+            self._shared = self._traced(tuple(torch.cat([t[:1]] * TRACE_ROWS) for t in inputs))
+            if self._kept is not None:
+                self._kept.shared = self._shared
         if _reproduces(self._shared, inputs, want):
             self._by_rows[rows] = self._shared
         else:
-            own = _trace(self._passes, inputs)
-            if not _reproduces(own, inputs, want):
-                raise TraceMismatch(f"a trace for {rows} rows chose other codes than the layer-by-layer passes")
+            own = self._kept.own.get(rows) if self._kept is not None else None
+            if own is None or not _reproduces(own, inputs, want):
+                own = self._traced(inputs)
+                if not _reproduces(own, inputs, want):
+                    raise TraceMismatch(f"a trace for {rows} rows chose other codes than the layer-by-layer passes")
+                if self._kept is not None:
+                    self._kept.own[rows] = own
             self._by_rows[rows] = own
-        shared = "the shared trace" if self._by_rows[rows] is self._shared else "a trace of its own"
+        trace = self._by_rows[rows]
+        shared = "the shared trace" if trace is self._shared else "a trace of its own"
+        if self._kept is not None and not any(trace is made for made in self._made):
+            shared += ", kept from an earlier load"
         log.info("code predictor traced for %d rows (%s) in %.2f s", rows, shared, time.perf_counter() - started)
 
 

@@ -58,7 +58,12 @@ class Qwen3TTSModel:
         self.quantization_failure = parts.quantization_failure
         self.compiler: StepCompiler | None = None  # set when the frame step is compiled
         # The code predictor's passes traced on a CPU (`traced_predictor.py`), shared by every generator of the model.
-        self.predictor_traces = PredictorTraces(self.talker.code_predictor, trace_predictor, compiled)
+        self.predictor_traces = PredictorTraces(
+            self.talker.code_predictor,
+            trace_predictor,
+            compiled,
+            key=(self.fingerprint, str(self.dtype), self.quantization_state),
+        )
         self.prompts = PromptBuilder(parts.config, parts.tokenizer, self.talker, parts.fingerprint)
         self.voice_encoder = VoiceEncoder(
             parts.weights.speaker_encoder,
