@@ -27,7 +27,7 @@ from ..http_contract import (
     is_open_path,
     key_accepted,
 )
-from ..resources import keep_start_up_objects
+from ..resources import start_up_objects_kept
 from ..service.metrics import CacheCounts, Metrics
 from ..service.recognition.transcription import RecognitionService
 from ..service.recognition.translation import Translator
@@ -120,32 +120,32 @@ def create_app(settings: Settings, models: ModelRegistry | ModelManager) -> Fast
         asyncio.get_running_loop().set_default_executor(helper_thread_pool())
         await asyncio.to_thread(warm_up_text_front_end)
         await asyncio.to_thread(registry.prepare)
-        keep_start_up_objects()
-        await asyncio.to_thread(registry.start, settings.preload_model, settings.preload_models)
-        try:
-            async with AsyncExitStack() as wyoming:  # closed first: its connections' jobs end before the engine
-                if settings.wyoming_port is not None:
-                    backend = WyomingBackend(
-                        speech_service,
-                        voice_service,
-                        registry,
-                        realtime.parse_request,
-                        settings.max_pending_text,
-                        recognition,
-                        settings.live_max_pending_seconds,
-                        settings.live_idle_timeout,
-                    )
-                    host = settings.wyoming_host or settings.host
-                    server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)
-                    app.state.wyoming_port = (await wyoming.enter_async_context(server)).port
-                    app.state.on_drain.append(server.stop_accepting)
-                yield
-        finally:
-            # uvicorn has cancelled what outlasted the grace period: let it wind down and be logged.
-            await in_flight.drained(within=5.0)
-            registry.stop()
-            if audio_cache is not None:
-                await audio_cache.close()
+        with start_up_objects_kept():
+            await asyncio.to_thread(registry.start, settings.preload_model, settings.preload_models)
+            try:
+                async with AsyncExitStack() as wyoming:  # closed first: its connections' jobs end before the engine
+                    if settings.wyoming_port is not None:
+                        backend = WyomingBackend(
+                            speech_service,
+                            voice_service,
+                            registry,
+                            realtime.parse_request,
+                            settings.max_pending_text,
+                            recognition,
+                            settings.live_max_pending_seconds,
+                            settings.live_idle_timeout,
+                        )
+                        host = settings.wyoming_host or settings.host
+                        server = WyomingServer(backend, host, settings.wyoming_port, settings.wyoming_zeroconf)
+                        app.state.wyoming_port = (await wyoming.enter_async_context(server)).port
+                        app.state.on_drain.append(server.stop_accepting)
+                    yield
+            finally:
+                # uvicorn has cancelled what outlasted the grace period: let it wind down and be logged.
+                await in_flight.drained(within=5.0)
+                registry.stop()
+                if audio_cache is not None:
+                    await audio_cache.close()
 
     app = FastAPI(title="Qwen3-TTS Server", version=__version__, lifespan=lifespan, responses=failures())
     app.state.on_drain = []
