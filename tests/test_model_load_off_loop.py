@@ -44,7 +44,7 @@ def cold_manager(loader: CountingLoader, idle_timeout: float = 0.0) -> ModelMana
 def test_probes_answer_while_requests_share_one_slow_load(checkpoint_dirs, tmp_path):
     """Throughout a load, no probe waits for it (one that did would take the rest of the load, seconds) and they
     answer in milliseconds. Their tail beside a real load is a benchmark's (benchmarks/multi_model.py): a load's
-    GIL holds (its traces', about 200 ms) show in it, and on this shared machine so does any other process."""
+    GIL holds (its first traces', about 200 ms) show in it, and on this shared machine so does any other process."""
     loader = CountingLoader(checkpoint_dirs["custom_voice"], delay=LOAD_SECONDS)
     manager = cold_manager(loader)
     body = {"voice": "alloy", "input": "Cold start.", "response_format": "pcm", "stream": False, "seed": 1}
