@@ -194,7 +194,8 @@ class ModelManager(Generic[M]):
             model = self._loader()
             if self._warmup is not None:
                 self._warmup(model)
-            # No gc.collect(): a full collection holds the GIL for ~100 ms, a stall for any other model serving.
+            # No gc.collect(): a full collection holds the GIL, a stall for any other model serving (~190 ms where
+            # start-up's objects are in its sight; the app keeps them out of it: resources.start_up_objects_kept).
             release_free_memory()  # the load's float32 and bfloat16 copies of what was quantised or cast
         except ModelWaitError as exc:  # no room yet: nothing is wrong with the model, the next caller tries again
             with self._lock:
@@ -273,7 +274,7 @@ class ModelManager(Generic[M]):
             model = weakref.ref(self._model)
             self._model = None
             self.state = ModelState.UNLOADED
-        if model() is not None:  # kept by a reference cycle: only a full collection (~100 ms of GIL) frees it
+        if model() is not None:  # kept by a reference cycle: only a full collection (it holds the GIL) frees it
             gc.collect()
         release_free_memory()
         if torch.cuda.is_available():

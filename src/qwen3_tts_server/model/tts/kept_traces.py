@@ -10,6 +10,7 @@ are freed. Each row count's first step still checks a trace against the layer-by
 
 from __future__ import annotations
 
+import functools
 import threading
 import warnings
 from collections.abc import Hashable, Iterator
@@ -34,16 +35,20 @@ class KeptTraces:
         self.held = False
         self._slots: dict[int, list[Slot]] = {}  # by id() of the trace
 
-    def keep(self, trace: torch.jit.ScriptModule, module: nn.Module) -> None:
-        """Note what `trace` (made from `module` or bound to it) reads, to release it later."""
-        self._slots[id(trace)] = list(_slots(trace, module))
+    def keep(self, trace: torch.jit.ScriptModule, module: nn.Module, bind: bool = False) -> None:
+        """Note what `trace` reads of `module` (the module it was made from, or with `bind` one of the same structure,
+        whose state it reads from now on), to release it later."""
+        slots: list[Slot] = []
+        for target, name, value in _bound(trace, module):
+            if bind:
+                target.setattr(name, value)
+            slots.append((target, name, _placeholder(value)))
+        self._slots[id(trace)] = slots
 
     def bind(self, module: nn.Module) -> None:
         """Every kept trace reads `module`'s state (a module of the structure they were made from)."""
         for trace in self.traces():
-            for target, name, value in _bound(trace, module):
-                target.setattr(name, value)
-            self.keep(trace, module)
+            self.keep(trace, module, bind=True)
 
     def release(self) -> None:
         """Placeholders in place of every tensor and packed weight the traces read."""
@@ -102,11 +107,6 @@ def _bound(trace: torch.jit.ScriptModule, module: nn.Module) -> Iterator[tuple[t
             yield target._c, name, value
 
 
-def _slots(trace: torch.jit.ScriptModule, module: nn.Module) -> Iterator[Slot]:
-    for target, name, value in _bound(trace, module):
-        yield target, name, _placeholder(value)
-
-
 def _placeholder(value: object) -> object:
     """An empty value of the same type; None for a TorchScript object of a kind without one (kept as it is)."""
     if isinstance(value, torch.Tensor):
@@ -116,7 +116,8 @@ def _placeholder(value: object) -> object:
     return None
 
 
-def _empty_packed_linear() -> torch.ScriptObject:
+@functools.cache
+def _empty_packed_linear() -> torch.ScriptObject:  # one for every slot: nothing runs while they are released
     with warnings.catch_warnings(), quantized_engine("fbgemm"):
         warnings.simplefilter("ignore", UserWarning)  # quantised tensors are deprecated for a later PyTorch
         return torch.ops.quantized.linear_prepack(torch.quantize_per_tensor(torch.zeros(1, 1), 1.0, 0, torch.qint8))
